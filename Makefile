@@ -1,0 +1,47 @@
+# The course's two commands: `make lab` (students) and `make test` (everyone, and CI).
+# Both create .venv from the pinned lock file on first use; nothing else is needed
+# but Python >= 3.10 and make.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.kpca-installed
+PYTEST_JOBS ?= 2
+
+.DEFAULT_GOAL := help
+.PHONY: help setup lab test lint format lock clean
+
+help:
+	@echo "make lab    set up .venv and open the course in JupyterLab"
+	@echo "make test   set up .venv and run every test (lint, unit, notebooks, exercises)"
+	@echo "make lock   re-pin requirements-lock.txt from the current .venv (maintainers)"
+	@echo "make clean  remove .venv and caches"
+
+setup: $(STAMP)
+
+$(STAMP): requirements-lock.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=python3.11")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=. notebooks/01_issues_with_pca.ipynb
+
+lint: setup
+	$(BIN)/ruff check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format kpca_lib tests benchmarks
+
+test: setup lint
+	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope tests
+	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider notebooks solutions
+
+lock: setup
+	$(BIN)/python -m pip freeze --exclude-editable --exclude kpca-course | sort > requirements-lock.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

@@ -1,0 +1,176 @@
+"""Principal component analysis, computed both ways.
+
+The lectures write the data as columns, ``X ∈ R^{d×n}``; in code, as in
+scikit-learn, data points are rows, so the lecture's ``X`` is our ``X.T``.
+With centred data ``Xc`` (rows ``x_i − x̄``) the covariance is
+``C = (1/n) Xcᵀ Xc`` (d×d, the lectures' ``1/n``).
+
+* ``solver="covariance"``: eigendecompose the d×d matrix ``C``; O(d³).
+* ``solver="gram"``: the XᵀX trick. Eigendecompose the n×n Gram matrix
+  ``G = Xc Xcᵀ`` (the lecture's ``XᵀX``): ``G β_k = (nλ_k) β_k``, then
+  ``w_k = Xcᵀ β_k / √(nλ_k)`` is a unit eigenvector of ``C`` with eigenvalue
+  ``λ_k``; O(n³), the better choice when ``d > n``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ._eigen import flip_signs, top_eigh
+from ._validation import check_array, check_n_components, check_n_features
+
+__all__ = ["PCA", "n_components_for_variance"]
+
+SOLVERS = ("auto", "covariance", "gram")
+
+
+def n_components_for_variance(explained_variance_ratio: ArrayLike, threshold: float = 0.95) -> int:
+    """Smallest ``k`` whose first ``k`` components explain at least ``threshold`` of the variance.
+
+    Parameters
+    ----------
+    explained_variance_ratio : array-like of shape (n_components,)
+        Ratios in descending order, e.g. ``PCA().fit(X).explained_variance_ratio_``.
+    threshold : float, default=0.95
+        Fraction in (0, 1].
+    """
+    ratios = np.asarray(explained_variance_ratio, dtype=float)
+    if ratios.ndim != 1 or ratios.size == 0 or not np.all(np.isfinite(ratios)):
+        raise ValueError("explained_variance_ratio must be a non-empty 1-D array of finite numbers.")
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1]; got {threshold!r}.")
+    cumulative = np.cumsum(ratios)
+    # Rounding may leave the total at 0.9999999999: compare with a small slack.
+    return int(min(np.searchsorted(cumulative, threshold - 1e-12) + 1, ratios.size))
+
+
+def _orthonormal_completion(W: NDArray[np.float64], d: int, k: int) -> NDArray[np.float64]:
+    """Extend the orthonormal rows of ``W`` to ``k`` orthonormal rows in R^d."""
+    m = W.shape[0]
+    if m >= k:
+        return W
+    # Project the standard basis onto the orthogonal complement of W's rows.
+    basis = np.eye(d) - W.T @ W
+    q, r = np.linalg.qr(basis)
+    strength = np.abs(np.diag(r))
+    extra = q[:, np.argsort(strength)[::-1][: k - m]].T
+    return np.vstack([W, extra])
+
+
+class PCA(TransformerMixin, BaseEstimator):
+    """Principal component analysis with the covariance or the Gram (XᵀX) route.
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Number of components ``k``, between 1 and ``min(n_samples, n_features)``.
+        ``None`` keeps ``min(n_samples, n_features)``.
+    solver : {"auto", "covariance", "gram"}, default="auto"
+        ``"covariance"`` eigendecomposes the d×d covariance ``C = XcᵀXc/n``;
+        ``"gram"`` eigendecomposes the n×n ``XcXcᵀ`` (the lecture's XᵀX trick);
+        ``"auto"`` picks ``"gram"`` when ``n_features > n_samples``.
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,)
+    components_ : ndarray of shape (n_components, n_features)
+        Unit principal directions ``w_k`` as rows, in order of decreasing variance.
+    eigenvalues_ : ndarray of shape (n_components,)
+        Eigenvalues ``λ_k`` of ``C`` (variance along ``w_k``, with ``1/n``).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``λ_k`` divided by the total variance ``trace(C)``.
+    solver_ : str
+        The solver actually used.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(10, 50))   # d > n
+    >>> a = PCA(3, solver="gram").fit(X)
+    >>> b = PCA(3, solver="covariance").fit(X)
+    >>> bool(np.allclose(a.eigenvalues_, b.eigenvalues_))
+    True
+    """
+
+    def __init__(self, n_components: int | None = None, solver: str = "auto") -> None:
+        self.n_components = n_components
+        self.solver = solver
+
+    def fit(self, X: ArrayLike, y: object = None) -> PCA:
+        """Fit the principal components of ``X`` of shape (n_samples, n_features)."""
+        X = check_array(X)
+        n, d = X.shape
+        if self.solver not in SOLVERS:
+            raise ValueError(
+                f"solver must be one of {', '.join(repr(s) for s in SOLVERS)}; got {self.solver!r}."
+            )
+        max_k = min(n, d)
+        if self.n_components is None:
+            k = max_k
+        else:
+            k = check_n_components(
+                self.n_components, max_k, f"min(n_samples, n_features) = {max_k}"
+            )
+        solver = self.solver
+        if solver == "auto":
+            solver = "gram" if d > n else "covariance"
+        self.mean_ = X.mean(axis=0)
+        Xc = X - self.mean_
+        total_variance = float(np.einsum("ij,ij->", Xc, Xc)) / n
+        if solver == "covariance":
+            C = (Xc.T @ Xc) / n
+            eigenvalues, W = top_eigh(C, k, "dense")
+            components = W.T
+        else:
+            G = Xc @ Xc.T  # the lecture's XᵀX, n x n
+            n_lambda, B = top_eigh(G, k, "dense")
+            eigenvalues = n_lambda / n
+            # Directions with (numerically) zero variance cannot be recovered as
+            # Xcᵀβ/√(nλ); complete them with any orthonormal basis, as the
+            # covariance route would (they are arbitrary there too).
+            tol = max(n, d) * np.finfo(float).eps * max(float(n_lambda[0]), 1e-300)
+            good = n_lambda > tol
+            W = (Xc.T @ B[:, good]) / np.sqrt(n_lambda[good])
+            # Re-orthonormalise against rounding (Gram-Schmidt keeps each w_k's
+            # direction; a no-op in exact arithmetic).
+            Q, R = np.linalg.qr(W)
+            Q *= np.where(np.diag(R) < 0, -1.0, 1.0)[None, :]
+            components = _orthonormal_completion(Q.T, d, k)
+            eigenvalues = np.where(np.arange(k) < good.sum(), eigenvalues, 0.0)
+        eigenvalues = np.clip(eigenvalues, 0.0, None)
+        components = flip_signs(np.ascontiguousarray(components.T)).T
+        self.components_ = np.ascontiguousarray(components)
+        self.eigenvalues_ = eigenvalues
+        self.explained_variance_ratio_ = (
+            eigenvalues / total_variance if total_variance > 0 else np.zeros_like(eigenvalues)
+        )
+        self.n_components_ = k
+        self.solver_ = solver
+        self.n_features_in_ = d
+        self.n_samples_ = n
+        return self
+
+    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Project ``X`` onto the components: ``(X − mean_) @ components_.T``."""
+        check_is_fitted(self, "components_")
+        X = check_array(X)
+        check_n_features(X, self.n_features_in_, type(self).__name__)
+        return (X - self.mean_) @ self.components_.T
+
+    def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
+        """Fit and return the projections of ``X``."""
+        return self.fit(X).transform(X)
+
+    def inverse_transform(self, Z: ArrayLike) -> NDArray[np.float64]:
+        """Map projections back to the input space: ``Z @ components_ + mean_``."""
+        check_is_fitted(self, "components_")
+        Z = check_array(Z, "Z")
+        if Z.shape[1] != self.n_components_:
+            raise ValueError(
+                f"Z has {Z.shape[1]} columns, but this PCA has {self.n_components_} components."
+            )
+        return Z @ self.components_ + self.mean_

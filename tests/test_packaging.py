@@ -1,0 +1,71 @@
+"""The set-up files agree with each other: pyproject, environment.yml, the lock file."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+from pathlib import Path
+
+import tomllib
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject_requirements() -> dict[str, Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += [r for r in extra if not r.startswith("kpca-course")]
+    return {canonicalize_name(Requirement(r).name): Requirement(r) for r in reqs}
+
+
+def _lock() -> dict[str, Version]:
+    pins = {}
+    for line in (ROOT / "requirements-lock.txt").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"requirements-lock.txt: {line!r} is not pinned with =="
+            pins[canonicalize_name(name)] = Version(version)
+    return pins
+
+
+def test_environment_yml_lists_the_same_packages():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    names = {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, str):
+            name = re.split(r"[<>=! ]", dep, maxsplit=1)[0]
+            if name not in {"python", "pip"}:
+                names[canonicalize_name(name)] = dep
+    py = _pyproject_requirements()
+    assert set(names) == set(py), (
+        f"only in environment.yml: {sorted(set(names) - set(py))}; "
+        f"only in pyproject.toml: {sorted(set(py) - set(names))}"
+    )
+    for name, dep in names.items():
+        assert str(py[name].specifier) in dep.replace(" ", ""), (name, dep, str(py[name].specifier))
+
+
+def test_lock_pins_every_dependency_within_bounds():
+    pins = _lock()
+    for name, req in _pyproject_requirements().items():
+        assert name in pins, f"{name} is missing from requirements-lock.txt (run make lock)"
+        assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} violates {req}"
+
+
+def test_installed_environment_matches_lock():
+    mismatched = []
+    for name, version in _lock().items():
+        try:
+            installed = Version(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            mismatched.append(f"{name} (not installed)")
+            continue
+        if installed != version:
+            mismatched.append(f"{name} {installed} != {version}")
+    assert not mismatched, "the environment drifted from requirements-lock.txt: " + ", ".join(mismatched)
