@@ -1,0 +1,269 @@
+"""Interactive explorers for the notebooks: thin ipywidgets wiring over pure functions.
+
+Each builder returns an :class:`Explorer` (an ``ipywidgets.VBox``) with
+
+* ``controls``: the named control widgets (``sigma``, ``degree``, ``kernel``, ``r`` ...);
+* ``result``: the latest output of the pure computation (a dict);
+* ``figure``: the matplotlib ``Figure`` that is redrawn on every change;
+* ``last_error``: the exception raised by the last update, or ``None``.
+
+Setting a control's ``value`` from code updates ``result`` and ``figure``
+synchronously, so tests drive the widgets without a browser. ipywidgets would
+otherwise swallow an exception raised in a callback; an explorer keeps it in
+``last_error`` and shows it in the output area instead of a stale figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+import numpy as np
+from IPython.display import display
+from matplotlib.figure import Figure
+from numpy.typing import ArrayLike
+
+from .analysis import kpca_projection, reconstruction_errors, threshold_accuracy
+from .pca import PCA
+from .plotting import plot_errors, plot_points
+
+__all__ = [
+    "Explorer",
+    "sigma_explorer",
+    "kernel_explorer",
+    "eigenface_explorer",
+    "answer_recorder",
+]
+
+
+class Explorer(w.VBox):
+    """A control panel, a figure and the pure function that links them.
+
+    Parameters
+    ----------
+    controls : dict of str to widget
+        Named controls; their ``value`` is passed to ``compute`` as keyword arguments.
+    compute : callable
+        Pure function ``compute(**values) -> dict`` of the control values.
+    draw : callable
+        ``draw(figure, result, values)`` draws ``result`` on the cleared figure.
+    figsize : (float, float)
+    """
+
+    def __init__(
+        self,
+        controls: dict[str, w.ValueWidget],
+        compute: Callable[..., dict[str, Any]],
+        draw: Callable[[Figure, dict[str, Any], dict[str, Any]], None],
+        figsize: tuple[float, float] = (9.0, 3.6),
+        **kwargs: Any,
+    ) -> None:
+        self.controls = controls
+        self.output = w.Output()
+        self.status = w.HTML()
+        self.figure = Figure(figsize=figsize, layout="constrained")
+        self.result: dict[str, Any] = {}
+        self.last_error: BaseException | None = None
+        self.n_updates = 0
+        self._compute = compute
+        self._draw = draw
+        super().__init__(
+            [w.HBox(list(controls.values())), self.status, self.output], **kwargs
+        )
+        for control in controls.values():
+            control.observe(self._on_change, names="value")
+        self.update()
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Current values of all controls."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def _on_change(self, change: dict[str, Any]) -> None:
+        try:
+            self.update()
+        except Exception:  # kept in last_error and shown; see update()
+            pass
+
+    def update(self) -> dict[str, Any]:
+        """Recompute and redraw for the current control values; re-raises errors."""
+        values = self.values
+        try:
+            result = self._compute(**values)
+            self.figure.clear()
+            self._draw(self.figure, result, values)
+        except Exception as exc:
+            self.last_error = exc
+            self.status.value = (
+                f"<span style='color:#b00020'>Error: {type(exc).__name__}: {exc}</span>"
+            )
+            raise
+        self.last_error = None
+        self.result = result
+        self.n_updates += 1
+        self.status.value = result.get("message", "")
+        with self.output:
+            self.output.clear_output(wait=True)
+            display(self.figure)
+        return result
+
+
+def _moons_labels(y: ArrayLike | None) -> list[str] | None:
+    return None if y is None else [f"class {c}" for c in np.unique(y)]
+
+
+def sigma_explorer(
+    X: ArrayLike,
+    y: ArrayLike | None = None,
+    *,
+    sigma: float = 1.0,
+    sigma_range: tuple[float, float] = (0.02, 10.0),
+    n_components: int = 2,
+) -> Explorer:
+    """RBF kernel PCA of ``X`` with a log-scale σ slider.
+
+    Left: the data; right: the first two kernel principal components at σ.
+    With labels ``y``, the status line reports how well a single threshold on
+    the first component separates the classes.
+    """
+    X = np.asarray(X, dtype=float)
+    y_arr = None if y is None else np.asarray(y)
+    lo, hi = np.log10(sigma_range[0]), np.log10(sigma_range[1])
+    slider = w.FloatLogSlider(
+        value=sigma, base=10, min=lo, max=hi, step=0.02, description="σ",
+        continuous_update=False, readout_format=".3f",
+    )
+
+    def compute(sigma: float) -> dict[str, Any]:
+        Z = kpca_projection(X, kernel="rbf", sigma=sigma, n_components=n_components)
+        out: dict[str, Any] = {"sigma": sigma, "Z": Z}
+        if y_arr is not None:
+            acc = threshold_accuracy(Z[:, 0], y_arr)
+            out["accuracy"] = acc
+            out["message"] = (
+                f"σ = {sigma:.3f}: a threshold on component 1 classifies {acc:.1%} of the points"
+                + (" — the classes are separated." if acc == 1.0 else ".")
+            )
+        return out
+
+    def draw(fig: Figure, result: dict[str, Any], values: dict[str, Any]) -> None:
+        ax1, ax2 = fig.subplots(1, 2)
+        plot_points(X, y_arr, ax1, title="data", xlabel="$f_1$", ylabel="$f_2$")
+        Z = result["Z"]
+        plot_points(
+            Z[:, :2] if Z.shape[1] > 1 else Z, y_arr, ax2,
+            title=f"kernel PCA, RBF σ = {values['sigma']:.3f}",
+        )
+
+    return Explorer({"sigma": slider}, compute, draw)
+
+
+def kernel_explorer(X: ArrayLike, y: ArrayLike | None = None) -> Explorer:
+    """Kernel PCA with a choice of kernel, σ (RBF) and degree (polynomial)."""
+    X = np.asarray(X, dtype=float)
+    y_arr = None if y is None else np.asarray(y)
+    controls = {
+        "kernel": w.Dropdown(options=["rbf", "poly", "linear"], value="rbf", description="kernel"),
+        "sigma": w.FloatLogSlider(
+            value=0.3, base=10, min=-1.7, max=1, step=0.02, description="σ",
+            continuous_update=False, readout_format=".3f",
+        ),
+        "degree": w.IntSlider(value=2, min=1, max=6, description="degree", continuous_update=False),
+    }
+
+    def compute(kernel: str, sigma: float, degree: int) -> dict[str, Any]:
+        Z = kpca_projection(X, kernel=kernel, sigma=sigma, degree=degree, n_components=2)
+        out: dict[str, Any] = {"Z": Z}
+        if y_arr is not None:
+            out["accuracy"] = threshold_accuracy(Z[:, 0], y_arr)
+            out["message"] = f"threshold accuracy on component 1: {out['accuracy']:.1%}"
+        return out
+
+    def draw(fig: Figure, result: dict[str, Any], values: dict[str, Any]) -> None:
+        ax = fig.subplots()
+        name = {
+            "rbf": f"RBF, σ = {values['sigma']:.3f}",
+            "poly": f"polynomial, p = {values['degree']}",
+            "linear": "linear (ordinary PCA)",
+        }[values["kernel"]]
+        plot_points(result["Z"], y_arr, ax, title=f"kernel PCA: {name}")
+
+    return Explorer(controls, compute, draw, figsize=(5.0, 3.8))
+
+
+def eigenface_explorer(
+    pca: PCA,
+    images: ArrayLike,
+    *,
+    shape: tuple[int, int],
+    names: list[str] | None = None,
+    r: int = 10,
+) -> Explorer:
+    """Reconstruct a few images from their first ``r`` eigenfaces, with an r slider.
+
+    Parameters
+    ----------
+    pca : PCA
+        Fitted on the training faces.
+    images : array-like of shape (m, h*w)
+        Images to reconstruct (e.g. a held-out face, a non-face, noise).
+    shape : (h, w)
+    names : list of str, optional
+        Titles of the images.
+    r : int
+        Initial number of components.
+    """
+    images = np.atleast_2d(np.asarray(images, dtype=float))
+    names = names or [f"image {i}" for i in range(len(images))]
+    r_max = pca.components_.shape[0]
+    slider = w.IntSlider(value=min(r, r_max), min=0, max=r_max, description="r", continuous_update=False)
+    rs = np.arange(r_max + 1)
+    curves = {name: reconstruction_errors(pca, img, rs) for name, img in zip(names, images, strict=True)}
+
+    def compute(r: int) -> dict[str, Any]:
+        W = pca.components_[:r]
+        recon = pca.mean_ + ((images - pca.mean_) @ W.T) @ W
+        errors = {name: float(curves[name][r]) for name in names}
+        message = ", ".join(f"{n}: {e:.1%}" for n, e in errors.items())
+        return {"r": r, "reconstructions": recon, "errors": errors, "message": f"r = {r}: error {message}"}
+
+    def draw(fig: Figure, result: dict[str, Any], values: dict[str, Any]) -> None:
+        m = len(images)
+        grid = fig.add_gridspec(2, m + 1)
+        for i in range(m):
+            for row, data, label in ((0, images[i], "original"), (1, result["reconstructions"][i], f"r = {values['r']}")):
+                ax = fig.add_subplot(grid[row, i])
+                ax.imshow(data.reshape(shape), cmap="gray")
+                ax.set_title(f"{names[i]}\n{label}" if row == 0 else label, fontsize="small")
+                ax.set_xticks([])
+                ax.set_yticks([])
+        ax = fig.add_subplot(grid[:, m])
+        plot_errors(rs, curves, ax, title="relative error")
+        ax.axvline(values["r"], color="gray", ls=":")
+
+    return Explorer({"r": slider}, compute, draw, figsize=(3.0 * (len(images) + 1.6), 4.2))
+
+
+def answer_recorder(control: w.ValueWidget, variable: str, fmt: str = "{:.4g}") -> w.HTML:
+    """Show the line a student copies into the answer cell for the control's current value.
+
+    The graded answer is the line in the notebook, never widget state, so it
+    survives saving, closing and re-running the notebook.
+
+    Returns
+    -------
+    ipywidgets.HTML
+        Kept up to date with ``variable = <value>``.
+    """
+    label = w.HTML()
+
+    def refresh(_: object = None) -> None:
+        label.value = (
+            "Copy this line into the answer cell below: "
+            f"<code>{variable} = {fmt.format(control.value)}</code>"
+        )
+
+    control.observe(refresh, names="value")
+    refresh()
+    return label
