@@ -1,6 +1,6 @@
 # The course's two commands: `make lab` (students) and `make test` (everyone, and CI).
 # Both create .venv from the pinned lock file on first use; nothing else is needed
-# but Python >= 3.10 and make.
+# but Python >= 3.11 and make.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,7 +20,7 @@ help:
 setup: $(STAMP)
 
 $(STAMP): requirements-lock.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed; set PYTHON=python3.11")'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The pinned lock file needs Python >= 3.11; run e.g. make PYTHON=python3.11 ...")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
