@@ -9,9 +9,11 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "InputTypeError",
     "check_array",
     "check_degree",
     "check_n_components",
@@ -19,6 +21,10 @@ __all__ = [
     "check_square",
     "check_finite_scalar",
 ]
+
+
+class InputTypeError(ValueError, TypeError):
+    """Data whose entries are not numbers (a ``ValueError``, and a ``TypeError`` as in NumPy)."""
 
 
 def check_array(X: ArrayLike, name: str = "X", *, ensure_2d: bool = True) -> NDArray[np.float64]:
@@ -44,18 +50,26 @@ def check_array(X: ArrayLike, name: str = "X", *, ensure_2d: bool = True) -> NDA
         If ``X`` is not numeric, has the wrong number of dimensions, is empty,
         or contains NaN or infinity.
     """
+    if scipy.sparse.issparse(X):
+        raise ValueError(
+            f"{name} is a sparse matrix: sparse input is not supported; "
+            f"pass a dense array, e.g. {name}.toarray()."
+        )
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{name} could not be converted to a numeric array: {exc}") from exc
     if np.iscomplexobj(arr):
-        raise ValueError(f"{name} has complex values; only real numbers are allowed.")
+        raise ValueError(
+            f"Complex data not supported: {name} has complex values; only real numbers are allowed."
+        )
     if arr.dtype.kind not in "biuf":
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"{name} must contain real numbers; got an array of dtype {arr.dtype}."
+            raise InputTypeError(
+                f"{name} must contain real numbers; got an array of dtype {arr.dtype} "
+                f"whose entries cannot be converted ({exc})."
             ) from exc
     arr = np.asarray(arr, dtype=np.float64)
     if ensure_2d and arr.ndim != 2:
@@ -67,11 +81,18 @@ def check_array(X: ArrayLike, name: str = "X", *, ensure_2d: bool = True) -> NDA
             )
         raise ValueError(
             f"{name} must be 2-D with shape (n_samples, n_features); "
-            f"got {arr.ndim}-D with shape {arr.shape}.{hint}"
+            f"got {arr.ndim}-D with shape {arr.shape}. Reshape your data.{hint}"
         )
     if arr.size == 0:
+        n_samples, n_features = (arr.shape + (0, 0))[:2]
+        what = (
+            f"0 feature(s) (shape={arr.shape}) while a minimum of 1 is required"
+            if n_samples
+            else f"0 sample(s) (shape={arr.shape}) while a minimum of 1 is required"
+        )
         raise ValueError(
-            f"{name} is empty (shape {arr.shape}); at least one sample and one feature are needed."
+            f"{name} is empty: found array with {what}; at least one sample and one "
+            "feature are needed."
         )
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
@@ -158,6 +179,6 @@ def check_n_features(X: NDArray, n_features_in: int, estimator: str) -> None:
     """Raise ``ValueError`` when ``X`` has a different number of features than at fit time."""
     if X.shape[1] != n_features_in:
         raise ValueError(
-            f"X has {X.shape[1]} features, but {estimator} was fitted with "
-            f"{n_features_in} features; pass data with the same columns as in fit."
+            f"X has {X.shape[1]} features, but {estimator} is expecting {n_features_in} "
+            "features as input (as in fit); pass data with the same columns as in fit."
         )
