@@ -26,8 +26,11 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
 
+# JupyterLab refuses to run as root unless told to (containers, Binder-like hosts).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=. notebooks/01_issues_with_pca.ipynb
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/01_issues_with_pca.ipynb
 
 lint: setup
 	$(BIN)/ruff check .
