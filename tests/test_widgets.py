@@ -1,0 +1,479 @@
+"""Headless tests of every builder in ``kpca_lib.widgets``.
+
+Each test builds an explorer, sets its controls from code exactly as the browser
+would (``control.value = ...``), and checks three things: the computed result is
+the one the pure functions in ``kpca_lib.analysis`` give for the new values, the
+figure's artists and its rendered pixels changed accordingly, and no exception
+was raised inside a callback. ipywidgets would otherwise swallow such an
+exception into the widget's output; :func:`set_controls` re-raises it, so a
+broken callback fails the test instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import re
+
+import ipywidgets as w
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from kpca_lib import PCA
+from kpca_lib import widgets as kw
+from kpca_lib.analysis import (
+    kpca_projection,
+    reconstruction_errors,
+    threshold_accuracy,
+)
+from kpca_lib.datasets import load_faces, make_moons
+
+# --------------------------------------------------------------------------- helpers
+
+
+def set_controls(explorer: kw.Explorer, **values) -> dict:
+    """Set controls like a student moving them; re-raise any error from the callbacks."""
+    before = explorer.n_updates
+    for name, value in values.items():
+        explorer.controls[name].value = value
+        if explorer.last_error is not None:
+            raise explorer.last_error
+    assert explorer.n_updates > before, f"setting {values} did not update the explorer"
+    return explorer.result
+
+
+def pixels(figure) -> np.ndarray:
+    """The figure rendered by Agg, as an (h, w, 4) array."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()).copy()
+
+
+def assert_pixels_changed(before: np.ndarray, after: np.ndarray, min_fraction: float = 1e-3):
+    assert before.shape == after.shape, "the figure changed size"
+    changed = np.any(before != after, axis=-1).mean()
+    assert changed >= min_fraction, f"only {changed:.2%} of the pixels changed"
+
+
+def scatter_points(ax) -> np.ndarray:
+    """All points drawn by ``plot_points`` on ``ax`` (one collection per class), stacked."""
+    return np.vstack([np.asarray(c.get_offsets()) for c in ax.collections])
+
+
+def drawn_by_class(ax, y) -> np.ndarray:
+    """The scatter points of ``ax`` in the order of the data (``plot_points`` groups by class)."""
+    out = np.empty((len(y), 2))
+    for cls, collection in zip(np.unique(y), ax.collections, strict=True):
+        out[y == cls] = np.asarray(collection.get_offsets())
+    return out
+
+
+def assert_same_up_to_sign(A, B, atol=1e-8):
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    assert A.shape == B.shape
+    for j in range(A.shape[1]):
+        s = 1.0 if np.abs(A[:, j] - B[:, j]).max() <= np.abs(A[:, j] + B[:, j]).max() else -1.0
+        np.testing.assert_allclose(A[:, j], s * B[:, j], atol=atol, err_msg=f"column {j}")
+
+
+def no_tags(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html)
+
+
+# --------------------------------------------------------------------------- data
+
+
+@pytest.fixture(scope="module")
+def moons():
+    return make_moons(100, noise=0.05, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def faces():
+    data = load_faces()
+    train = data.data[:90]  # faces used to fit the eigenfaces
+    pca = PCA(n_components=40).fit(train)
+    rng = np.random.default_rng(0)
+    images = np.vstack([data.data[95], data.data[150], rng.uniform(0, 1, train.shape[1])])
+    return pca, images, ["held-out face", "non-face", "noise"]
+
+
+# --------------------------------------------------------------------------- Explorer itself
+
+
+def _toy_explorer(fail_when=None):
+    """An Explorer whose compute raises for ``x == fail_when``."""
+    slider = w.FloatSlider(value=1.0, min=0.0, max=5.0)
+
+    def compute(x):
+        if x == fail_when:
+            raise RuntimeError(f"broken callback at x={x}")
+        return {"x": x, "message": f"x = {x}"}
+
+    def draw(fig, result, values):
+        ax = fig.subplots()
+        ax.plot([0, 1], [0, result["x"]])
+
+    return kw.Explorer({"x": slider}, compute, draw)
+
+
+def test_exception_in_callback_is_kept_shown_and_reraised():
+    ex = _toy_explorer(fail_when=3.0)
+    assert ex.last_error is None and ex.result == {"x": 1.0, "message": "x = 1.0"}
+    ex.controls["x"].value = 3.0  # the observer must not raise into ipywidgets ...
+    assert isinstance(ex.last_error, RuntimeError)  # ... but keeps the error
+    assert "Error: RuntimeError: broken callback at x=3.0" in ex.status.value
+    assert ex.result == {"x": 1.0, "message": "x = 1.0"}, "a failed update must not change result"
+    with pytest.raises(RuntimeError, match="broken callback"):
+        ex.update()  # update() re-raises
+    # and the tests' helper turns it into a failure
+    ex.controls["x"].value = 2.0
+    assert ex.last_error is None
+    with pytest.raises(RuntimeError, match="broken callback"):
+        set_controls(ex, x=3.0)
+    # recovers on the next good value
+    assert set_controls(ex, x=4.0)["x"] == 4.0
+    assert ex.last_error is None and ex.status.value == "x = 4.0"
+
+
+def test_exception_while_building_is_raised():
+    with pytest.raises(RuntimeError, match="broken callback"):
+        _toy_explorer(fail_when=1.0)
+
+
+def test_explorer_layout_and_values():
+    ex = _toy_explorer()
+    assert isinstance(ex, w.VBox)
+    controls_box, status, output = ex.children
+    assert list(controls_box.children) == list(ex.controls.values())
+    assert status is ex.status and output is ex.output
+    assert ex.values == {"x": 1.0}
+    assert ex.n_updates == 1
+
+
+# --------------------------------------------------------------------------- sigma_explorer
+
+
+def test_sigma_explorer_builds(moons):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    assert set(ex.controls) == {"sigma"}
+    slider = ex.controls["sigma"]
+    assert isinstance(slider, w.FloatLogSlider)
+    assert slider.continuous_update is False, "kernel PCA per slider tick would be sluggish"
+    assert (slider.min, slider.max) == pytest.approx((np.log10(0.02), 1.0))
+    assert ex.last_error is None and ex.n_updates == 1
+    np.testing.assert_allclose(ex.result["Z"], kpca_projection(X, sigma=1.0, n_components=2))
+    data_ax, kpca_ax = ex.figure.axes
+    assert data_ax.get_title() == "data"
+    assert kpca_ax.get_title() == "kernel PCA, RBF σ = 1.000"
+    np.testing.assert_allclose(drawn_by_class(data_ax, y), X)
+    np.testing.assert_allclose(drawn_by_class(kpca_ax, y), ex.result["Z"])
+    assert [t.get_text() for t in kpca_ax.get_legend().get_texts()] == ["class 0", "class 1"]
+
+
+def test_sigma_slider_changes_result_and_figure(moons):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    before_pixels, before_Z = pixels(ex.figure), ex.result["Z"]
+    assert ex.result["accuracy"] < 1.0  # at σ = 1 the moons are not separated
+
+    result = set_controls(ex, sigma=0.2)
+
+    assert result["sigma"] == 0.2 and ex.n_updates == 2
+    Z = kpca_projection(X, kernel="rbf", sigma=0.2, n_components=2)
+    np.testing.assert_allclose(result["Z"], Z)
+    assert not np.allclose(np.abs(result["Z"]), np.abs(before_Z))
+    assert result["accuracy"] == threshold_accuracy(Z[:, 0], y) == 1.0
+    assert ex.status.value == (
+        "σ = 0.200: a threshold on component 1 classifies 100.0% of the points"
+        " — the classes are separated."
+    )
+    data_ax, kpca_ax = ex.figure.axes
+    assert kpca_ax.get_title() == "kernel PCA, RBF σ = 0.200"
+    np.testing.assert_allclose(drawn_by_class(kpca_ax, y), Z)
+    np.testing.assert_allclose(drawn_by_class(data_ax, y), X)  # the data panel is unchanged
+    assert_pixels_changed(before_pixels, pixels(ex.figure))
+
+
+def test_sigma_explorer_is_a_function_of_sigma(moons):
+    """Going back to a σ draws the same figure again (no state leaks between updates)."""
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    first = pixels(ex.figure)
+    set_controls(ex, sigma=0.2)
+    set_controls(ex, sigma=1.0)
+    np.testing.assert_array_equal(pixels(ex.figure), first)
+    assert len(ex.figure.axes) == 2, "the figure must be cleared before redrawing"
+
+
+def test_sigma_slider_clamps_to_range(moons):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0, sigma_range=(0.1, 2.0))
+    result = set_controls(ex, sigma=50.0)
+    assert result["sigma"] == pytest.approx(2.0)
+    assert ex.figure.axes[1].get_title() == "kernel PCA, RBF σ = 2.000"
+
+
+@pytest.mark.parametrize("n_components", [1, 3])
+def test_sigma_explorer_number_of_components(moons, n_components):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=0.5, n_components=n_components)
+    assert ex.result["Z"].shape == (len(X), n_components)
+    before = pixels(ex.figure)
+    result = set_controls(ex, sigma=0.2)
+    np.testing.assert_allclose(
+        result["Z"], kpca_projection(X, sigma=0.2, n_components=n_components)
+    )
+    kpca_ax = ex.figure.axes[1]
+    drawn = drawn_by_class(kpca_ax, y)
+    if n_components == 1:  # one number per point: drawn on a line (class offset 0.1)
+        np.testing.assert_allclose(drawn[:, 0], result["Z"][:, 0])
+        np.testing.assert_allclose(drawn[:, 1], 0.1 * y)
+    else:  # the first two of the components are drawn
+        np.testing.assert_allclose(drawn, result["Z"][:, :2])
+    assert_pixels_changed(before, pixels(ex.figure))
+
+
+def test_sigma_explorer_without_labels(moons):
+    X, _ = moons
+    ex = kw.sigma_explorer(X, sigma=1.0)
+    assert "accuracy" not in ex.result and ex.status.value == ""
+    before = pixels(ex.figure)
+    result = set_controls(ex, sigma=0.3)
+    np.testing.assert_allclose(result["Z"], kpca_projection(X, sigma=0.3))
+    np.testing.assert_allclose(scatter_points(ex.figure.axes[1]), result["Z"])
+    assert ex.figure.axes[1].get_legend() is None
+    assert_pixels_changed(before, pixels(ex.figure))
+
+
+def test_sigma_explorer_error_in_callback_fails(moons, monkeypatch):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    good = ex.result
+
+    def broken(*args, **kwargs):
+        raise FloatingPointError("eigensolver blew up")
+
+    monkeypatch.setattr(kw, "kpca_projection", broken)
+    with pytest.raises(FloatingPointError, match="blew up"):
+        set_controls(ex, sigma=0.2)
+    assert ex.result is good
+    assert "FloatingPointError" in ex.status.value
+    with pytest.raises(FloatingPointError):
+        ex.update()
+    monkeypatch.undo()
+    assert set_controls(ex, sigma=0.3)["sigma"] == 0.3 and ex.last_error is None
+
+
+def test_sigma_explorer_bad_labels_fail_at_build(moons):
+    X, _ = moons
+    three_classes = np.arange(len(X)) % 3
+    with pytest.raises(ValueError, match="exactly two classes"):
+        kw.sigma_explorer(X, three_classes)
+
+
+# --------------------------------------------------------------------------- kernel_explorer
+
+
+def test_kernel_explorer_builds(moons):
+    X, y = moons
+    ex = kw.kernel_explorer(X, y)
+    assert set(ex.controls) == {"kernel", "sigma", "degree"}
+    assert ex.controls["kernel"].options == ("rbf", "poly", "linear")
+    assert ex.values == {"kernel": "rbf", "sigma": 0.3, "degree": 2}
+    assert all(c.continuous_update is False for c in (ex.controls["sigma"], ex.controls["degree"]))
+    np.testing.assert_allclose(ex.result["Z"], kpca_projection(X, kernel="rbf", sigma=0.3))
+    (ax,) = ex.figure.axes
+    assert ax.get_title() == "kernel PCA: RBF, σ = 0.300"
+    np.testing.assert_allclose(drawn_by_class(ax, y), ex.result["Z"])
+
+
+def test_kernel_explorer_sigma(moons):
+    X, y = moons
+    ex = kw.kernel_explorer(X, y)
+    before = pixels(ex.figure)
+    result = set_controls(ex, sigma=0.2)
+    Z = kpca_projection(X, kernel="rbf", sigma=0.2)
+    np.testing.assert_allclose(result["Z"], Z)
+    assert result["accuracy"] == threshold_accuracy(Z[:, 0], y)
+    assert ex.status.value == f"threshold accuracy on component 1: {result['accuracy']:.1%}"
+    assert ex.figure.axes[0].get_title() == "kernel PCA: RBF, σ = 0.200"
+    np.testing.assert_allclose(drawn_by_class(ex.figure.axes[0], y), Z)
+    assert_pixels_changed(before, pixels(ex.figure))
+
+
+def test_kernel_explorer_kernel_and_degree(moons):
+    X, y = moons
+    ex = kw.kernel_explorer(X, y)
+    rbf = pixels(ex.figure)
+
+    result = set_controls(ex, kernel="poly")
+    np.testing.assert_allclose(result["Z"], kpca_projection(X, kernel="poly", degree=2))
+    assert ex.figure.axes[0].get_title() == "kernel PCA: polynomial, p = 2"
+    poly2 = pixels(ex.figure)
+    assert_pixels_changed(rbf, poly2)
+
+    result = set_controls(ex, degree=3)
+    Z3 = kpca_projection(X, kernel="poly", degree=3)
+    np.testing.assert_allclose(result["Z"], Z3)
+    assert ex.figure.axes[0].get_title() == "kernel PCA: polynomial, p = 3"
+    np.testing.assert_allclose(drawn_by_class(ex.figure.axes[0], y), Z3)
+    assert_pixels_changed(poly2, pixels(ex.figure))
+
+    # σ does not enter the polynomial kernel: same result, same picture
+    poly3 = pixels(ex.figure)
+    result = set_controls(ex, sigma=2.0)
+    np.testing.assert_allclose(result["Z"], Z3)
+    np.testing.assert_array_equal(pixels(ex.figure), poly3)
+
+
+def test_kernel_explorer_linear_is_ordinary_pca(moons):
+    X, y = moons
+    ex = kw.kernel_explorer(X, y)
+    before = pixels(ex.figure)
+    result = set_controls(ex, kernel="linear")
+    assert ex.figure.axes[0].get_title() == "kernel PCA: linear (ordinary PCA)"
+    assert_same_up_to_sign(result["Z"], PCA(n_components=2).fit_transform(X))
+    assert_pixels_changed(before, pixels(ex.figure))
+    # the degree does not enter the linear kernel
+    linear = pixels(ex.figure)
+    set_controls(ex, degree=5)
+    np.testing.assert_array_equal(pixels(ex.figure), linear)
+
+
+def test_kernel_explorer_degree_ignored_by_rbf(moons):
+    X, y = moons
+    ex = kw.kernel_explorer(X, y)
+    rbf = pixels(ex.figure)
+    Z = ex.result["Z"]
+    result = set_controls(ex, degree=4)
+    np.testing.assert_allclose(result["Z"], Z)
+    np.testing.assert_array_equal(pixels(ex.figure), rbf)
+
+
+def test_kernel_explorer_error_in_callback_fails(moons, monkeypatch):
+    X, y = moons
+    ex = kw.kernel_explorer(X, y)
+
+    def broken(*args, **kwargs):
+        raise ValueError("kernel must be one of ...")
+
+    monkeypatch.setattr(kw, "kpca_projection", broken)
+    with pytest.raises(ValueError, match="kernel must be"):
+        set_controls(ex, kernel="poly")
+    assert "ValueError" in ex.status.value
+
+
+# --------------------------------------------------------------------------- eigenface_explorer
+
+
+def test_eigenface_explorer_builds(faces):
+    pca, images, names = faces
+    ex = kw.eigenface_explorer(pca, images, shape=(25, 25), names=names, r=10)
+    slider = ex.controls["r"]
+    assert isinstance(slider, w.IntSlider)
+    assert (slider.min, slider.max, slider.value) == (0, 40, 10)
+    assert slider.continuous_update is False
+    assert ex.result["r"] == 10
+    # 2 rows of images per name plus the error curves
+    assert len(ex.figure.axes) == 2 * len(names) + 1
+    curves_ax = ex.figure.axes[-1]
+    assert [line.get_label() for line in curves_ax.get_lines()[:3]] == names
+    for name, img, line in zip(names, images, curves_ax.get_lines()[:3], strict=True):
+        np.testing.assert_allclose(line.get_ydata(), reconstruction_errors(pca, img, np.arange(41)))
+        assert ex.result["errors"][name] == pytest.approx(line.get_ydata()[10])
+
+
+def test_eigenface_r_changes_reconstructions_and_figure(faces):
+    pca, images, names = faces
+    ex = kw.eigenface_explorer(pca, images, shape=(25, 25), names=names, r=10)
+    before = pixels(ex.figure)
+    old_errors = ex.result["errors"]
+
+    result = set_controls(ex, r=30)
+
+    assert result["r"] == 30
+    W = pca.components_[:30]
+    expected = pca.mean_ + ((images - pca.mean_) @ W.T) @ W
+    np.testing.assert_allclose(result["reconstructions"], expected)
+    for name, img in zip(names, images, strict=True):
+        assert result["errors"][name] == pytest.approx(reconstruction_errors(pca, img, [30])[0])
+        # more components never reconstruct worse (orthogonal projections onto nested spaces)
+        assert result["errors"][name] <= old_errors[name] + 1e-12
+    # a held-out face is reconstructed far better than noise
+    assert result["errors"]["held-out face"] < result["errors"]["noise"]
+    assert ex.status.value.startswith("r = 30: error held-out face: ")
+    # bottom-row images show the reconstructions; the marker line moved to r
+    m = len(names)
+    recon_axes = ex.figure.axes[1 : 2 * m : 2]
+    for ax, rec in zip(recon_axes, result["reconstructions"], strict=True):
+        assert ax.get_title() == "r = 30"
+        np.testing.assert_allclose(ax.get_images()[0].get_array(), rec.reshape(25, 25))
+    marker = ex.figure.axes[-1].get_lines()[-1]
+    assert list(marker.get_xdata()) == [30, 30]
+    assert_pixels_changed(before, pixels(ex.figure))
+
+
+def test_eigenface_r_extremes(faces):
+    pca, images, names = faces
+    ex = kw.eigenface_explorer(pca, images, shape=(25, 25), names=names, r=10)
+    result = set_controls(ex, r=0)  # no component: every reconstruction is the mean face
+    np.testing.assert_allclose(result["reconstructions"], np.tile(pca.mean_, (len(images), 1)))
+    result = set_controls(ex, r=10_000)  # clamped to the number of components
+    assert result["r"] == 40 == ex.controls["r"].value
+
+
+def test_eigenface_default_names(faces):
+    pca, images, _ = faces
+    ex = kw.eigenface_explorer(pca, images[:1], shape=(25, 25), r=5)
+    assert ex.figure.axes[0].get_title() == "image 0\noriginal"
+    assert list(ex.result["errors"]) == ["image 0"]
+    before = pixels(ex.figure)
+    set_controls(ex, r=6)
+    assert_pixels_changed(before, pixels(ex.figure))
+
+
+# --------------------------------------------------------------------------- answer_recorder
+
+
+ANSWER_LINE = re.compile(r"<code>(?P<line>(?P<name>\w+) = (?P<value>[^<]+))</code>")
+
+
+def recorded(label: w.HTML) -> tuple[str, str, str]:
+    match = ANSWER_LINE.search(label.value)
+    assert match, label.value
+    return match["line"], match["name"], match["value"]
+
+
+def test_answer_recorder_follows_the_slider(moons):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    label = kw.answer_recorder(ex.controls["sigma"], "answer_sigma")
+    assert isinstance(label, w.HTML)
+    assert no_tags(label.value) == ("Copy this line into the answer cell below: answer_sigma = 1")
+    set_controls(ex, sigma=0.2)
+    line, name, value = recorded(label)
+    assert line == "answer_sigma = 0.2"
+    # the copied line is valid Python that gives back the slider's value (4 significant digits)
+    namespace: dict = {}
+    exec(line, namespace)
+    assert namespace[name] == pytest.approx(ex.controls["sigma"].value, rel=5e-4)
+    # and it is the value at which the explorer shows the moons separated
+    assert ex.result["accuracy"] == 1.0
+
+
+def test_answer_recorder_rounds_and_formats():
+    slider = w.FloatLogSlider(value=0.123456, base=10, min=-2, max=1)
+    label = kw.answer_recorder(slider, "answer_sigma")
+    assert recorded(label)[0] == "answer_sigma = 0.1235"
+    slider.value = 3.0
+    assert recorded(label)[0] == "answer_sigma = 3"
+    ints = w.IntSlider(value=7, min=0, max=40)
+    label = kw.answer_recorder(ints, "answer_r", fmt="{:d}")
+    assert recorded(label)[0] == "answer_r = 7"
+    ints.value = 12
+    assert recorded(label)[0] == "answer_r = 12"
+    choice = w.Dropdown(options=["rbf", "poly"], value="rbf")
+    label = kw.answer_recorder(choice, "answer_kernel", fmt="{!r}")
+    choice.value = "poly"
+    assert recorded(label)[0] == "answer_kernel = 'poly'"
