@@ -15,6 +15,7 @@ With centred data ``Xc`` (rows ``x_i − x̄``) the covariance is
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -48,16 +49,23 @@ def n_components_for_variance(explained_variance_ratio: ArrayLike, threshold: fl
 
 
 def _orthonormal_completion(W: NDArray[np.float64], d: int, k: int) -> NDArray[np.float64]:
-    """Extend the orthonormal rows of ``W`` to ``k`` orthonormal rows in R^d."""
+    """Extend the ``m`` orthonormal rows of ``W`` to ``k`` orthonormal rows in R^d.
+
+    Projects the first ``k`` standard basis vectors onto the orthogonal
+    complement of ``W``'s rows (rank at least ``k − m``) and orthonormalises
+    them with a pivoted QR: O(d·k²) time and never a d×d matrix.
+    """
     m = W.shape[0]
     if m >= k:
         return W
-    # Project the standard basis onto the orthogonal complement of W's rows.
-    basis = np.eye(d) - W.T @ W
-    q, r = np.linalg.qr(basis)
-    strength = np.abs(np.diag(r))
-    extra = q[:, np.argsort(strength)[::-1][: k - m]].T
-    return np.vstack([W, extra])
+    E = np.zeros((d, k))
+    E[np.arange(k), np.arange(k)] = 1.0
+    V = E - W.T @ (W @ E)
+    Q, _, _ = scipy.linalg.qr(V, mode="economic", pivoting=True)
+    extra = Q[:, : k - m]
+    extra -= W.T @ (W @ extra)  # one more projection against rounding
+    extra, _ = np.linalg.qr(extra)
+    return np.vstack([W, extra.T])
 
 
 class PCA(TransformerMixin, BaseEstimator):
