@@ -40,6 +40,7 @@ format: setup
 	$(BIN)/ruff format kpca_lib tests benchmarks
 
 test: setup lint
+	$(BIN)/kpca-course release --check
 	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope tests
 	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider notebooks solutions
 

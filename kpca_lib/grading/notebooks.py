@@ -1,0 +1,287 @@
+"""Cell roles in notebook metadata, and the notebook the grader runs.
+
+Every code cell of a ``solutions/NN_*.ipynb`` notebook carries ``metadata["kpca"]``::
+
+    {"role": "answer", "question": "q1_phi_p3", "points": 3}      # answer cell
+    {"role": "check", "question": "q1_phi_p3"}                    # public check (read-only)
+    {"role": "hidden-check", "question": "q1_phi_p3", "points": 1}  # solutions only
+    {"role": "setup"}             # data and imports the answers need (run by the grader)
+    {"role": "demo"}              # figures and widgets (not run by the grader)
+    {"role": "solution-only"}     # any cell type; removed from the exercises
+
+``points`` of an answer cell is the question's total: its public checks
+(:mod:`kpca_lib.grading.questions`) plus its hidden checks. An answer cell may carry
+``"stubs"``: one replacement per ``### BEGIN SOLUTION`` region (default:
+``raise NotImplementedError(...)``). The notebook's own metadata has
+``{"kpca": {"assignment": "<stem>", "questions": [...]}}``.
+
+Answer cells are found in a submission by cell id and, failing that, by the
+metadata (``question`` and the ``slot`` written by the release, i.e. the
+cell id in ``solutions/``); if several cells match, the last one wins.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .questions import Check, get_question
+
+__all__ = [
+    "ROLES",
+    "meta",
+    "Solution",
+    "read_solution",
+    "load_hidden_checks",
+    "extract_answers",
+    "grading_notebook",
+    "BEGIN",
+    "END",
+]
+
+ROLES = ("setup", "demo", "answer", "check", "hidden-check", "solution-only")
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+NB_VERSION = (4, 5)
+
+
+def meta(cell: Any) -> dict[str, Any]:
+    """The ``kpca`` metadata of a cell (empty dict when absent or malformed)."""
+    m = cell.get("metadata", {}) if isinstance(cell, dict) else {}
+    k = m.get("kpca", {}) if isinstance(m, dict) else {}
+    return k if isinstance(k, dict) else {}
+
+
+@dataclass
+class Solution:
+    """A parsed ``solutions/`` notebook."""
+
+    path: Path
+    nb: Any
+    assignment: str
+    questions: list[str]
+    points: dict[str, float]
+    answer_cells: dict[str, list[str]]  # question -> ids of its answer cells, in order
+    hidden: dict[str, list[Check]] = field(default_factory=dict)
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(self.points.values()))
+
+
+def _hidden_from_cell(cell: Any) -> Check:
+    m = meta(cell)
+    qid = m.get("question")
+    found: list[Any] = []
+
+    def register(question_id: str, fn: Any, namespace: Any = None) -> None:
+        found.append((question_id, fn))
+
+    import kpca_lib.checks as public_checks
+
+    ns: dict[str, Any] = {"__name__": "kpca_hidden_check"}
+    original = public_checks.run_hidden_check
+    public_checks.run_hidden_check = register  # type: ignore[assignment]
+    try:
+        # Trusted code: it comes from solutions/, never from a submission.
+        exec(compile(cell.source, f"<hidden check {cell.get('id')}>", "exec"), ns)
+    finally:
+        public_checks.run_hidden_check = original  # type: ignore[assignment]
+    if len(found) != 1 or found[0][0] != qid:
+        raise ValueError(
+            f"hidden-check cell {cell.get('id')} must call run_hidden_check({qid!r}, fn, globals()) once."
+        )
+    fn = found[0][1]
+    description = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+    return Check(f"{qid}.{fn.__name__}", description, float(m.get("points", 1)), fn, hidden=True)
+
+
+def load_hidden_checks(nb: Any) -> dict[str, list[Check]]:
+    """The hidden checks of a solutions notebook, as functions for the grader's own process."""
+    out: dict[str, list[Check]] = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and meta(cell).get("role") == "hidden-check":
+            check = _hidden_from_cell(cell)
+            out.setdefault(meta(cell)["question"], []).append(check)
+    return out
+
+
+def read_solution(path: str | Path, *, with_hidden: bool = True) -> Solution:
+    """Parse a solutions notebook and validate its metadata (``ValueError`` on problems)."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    questions: list[str] = []
+    points: dict[str, float] = {}
+    answers: dict[str, list[str]] = {}
+    for i, cell in enumerate(nb.cells):
+        m = meta(cell)
+        role = m.get("role")
+        if cell.cell_type == "code" and role not in ROLES:
+            raise ValueError(f"{path.name}: code cell {i} (id {cell.get('id')}) has no valid kpca role: {role!r}.")
+        if role in ("answer", "check", "hidden-check"):
+            qid = m.get("question")
+            get_question(qid)
+            if role == "answer":
+                if qid not in questions:
+                    questions.append(qid)
+                    points[qid] = 0.0
+                answers.setdefault(qid, []).append(cell.id)
+                points[qid] += float(m.get("points", 0))
+    hidden = load_hidden_checks(nb) if with_hidden else {}
+    for qid in questions:
+        q = get_question(qid)
+        expected = q.public_points + sum(c.points for c in hidden.get(qid, []))
+        if with_hidden and abs(expected - points[qid]) > 1e-9:
+            raise ValueError(
+                f"{path.name}: question {qid} declares {points[qid]:g} points on its answer cells, "
+                f"but its public and hidden checks are worth {expected:g}."
+            )
+    return Solution(path, nb, path.stem, questions, points, answers, hidden)
+
+
+# --------------------------------------------------------------------------- submissions
+def _source(cell: Any) -> str:
+    src = cell.get("source", "")
+    if isinstance(src, list):
+        src = "".join(str(s) for s in src)
+    return src if isinstance(src, str) else ""
+
+
+def extract_answers(submission: Any, solution: Solution) -> tuple[dict[str, str], list[str]]:
+    """The student's source for every answer cell of ``solution`` (by solution cell id).
+
+    A submission cell answers solution cell ``C`` when its id is ``C``, or its
+    ``kpca`` metadata names ``slot`` ``C``; a code cell only. The last match wins.
+    Returns ``(sources, notes)``; a missing answer is absent from ``sources``.
+    """
+    wanted = {cid for ids in solution.answer_cells.values() for cid in ids}
+    sources: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for cell in submission.get("cells", []) if isinstance(submission, dict) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        m = meta(cell)
+        cid = cell.get("id")
+        slot = cid if cid in wanted else m.get("slot") if m.get("slot") in wanted else None
+        if slot is None:
+            continue
+        sources[slot] = _source(cell)
+        counts[slot] = counts.get(slot, 0) + 1
+    notes = []
+    for qid, ids in solution.answer_cells.items():
+        for cid in ids:
+            if cid not in sources:
+                notes.append(f"{qid}: the answer cell (id {cid}) is missing from the submission; "
+                             "this part of the question scores 0.")
+            elif counts[cid] > 1:
+                notes.append(f"{qid}: {counts[cid]} copies of the answer cell (id {cid}); the last one was graded.")
+    return sources, notes
+
+
+MISSING_STUB = 'raise NotImplementedError("this answer cell is missing from the submission")\n'
+
+
+def grading_notebook(solution: Solution, sources: dict[str, str], preamble: str) -> tuple[Any, list[str | None]]:
+    """The notebook that runs: trusted set-up cells, the student's answers, export cells.
+
+    Returns the notebook and, for each of its code cells, the question it belongs to
+    (``None`` for the preamble and set-up cells).
+    """
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    }
+    owners: list[str | None] = [None]
+    cells = [nbformat.v4.new_code_cell(preamble, id="kpca-grader-preamble")]
+    last_answer = {}
+    for i, cell in enumerate(solution.nb.cells):
+        if cell.cell_type == "code" and meta(cell).get("role") == "answer":
+            last_answer[meta(cell)["question"]] = i
+    for i, cell in enumerate(solution.nb.cells):
+        if cell.cell_type != "code":
+            continue
+        m = meta(cell)
+        role = m.get("role")
+        if role == "setup":
+            cells.append(nbformat.v4.new_code_cell(cell.source, id=cell.id))
+            owners.append(None)
+        elif role == "answer":
+            qid = m["question"]
+            src = sources.get(cell.id, MISSING_STUB)
+            cells.append(nbformat.v4.new_code_cell(src, id=cell.id))
+            owners.append(qid)
+            if last_answer[qid] == i:
+                cells.append(nbformat.v4.new_code_cell(f"_kpca_export({qid!r})", id=f"export-{qid}"[:64]))
+                owners.append(qid)
+    nb.cells = cells
+    return nb, owners
+
+
+def release_notebook(solution: Solution) -> Any:
+    """The student copy: solutions stubbed, hidden checks removed, outputs cleared, ids kept."""
+    nb = copy.deepcopy(solution.nb)
+    cells = []
+    for cell in nb.cells:
+        m = meta(cell)
+        role = m.get("role")
+        if role in ("hidden-check", "solution-only"):
+            continue
+        new_meta: dict[str, Any] = {}
+        if m:
+            keep = {k: v for k, v in m.items() if k in ("role", "question", "points")}
+            if role == "answer":
+                keep["slot"] = cell.id
+            new_meta["kpca"] = keep
+        if role == "check":
+            new_meta["editable"] = False
+            new_meta["deletable"] = False
+        if "tags" in cell.metadata:
+            new_meta["tags"] = list(cell.metadata["tags"])
+        cell.metadata = new_meta
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            if role == "answer":
+                cell.source = strip_solutions(cell.source, m.get("stubs"), m.get("question", ""))
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+        "kpca": {"assignment": solution.assignment, "questions": list(solution.questions)},
+    }
+    nb.nbformat, nb.nbformat_minor = NB_VERSION
+    return nb
+
+
+_REGION = re.compile(
+    r"^(?P<indent>[ \t]*)" + re.escape(BEGIN) + r"[^\n]*\n.*?^[ \t]*" + re.escape(END) + r"[^\n]*(\n|$)",
+    re.S | re.M,
+)
+
+
+def strip_solutions(source: str, stubs: list[str] | str | None, question: str) -> str:
+    """Replace every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` region by a stub."""
+    if isinstance(stubs, str):
+        stubs = [stubs]
+    counter = iter(range(10_000))
+
+    def repl(match: re.Match[str]) -> str:
+        k = next(counter)
+        indent = match.group("indent")
+        if stubs and k < len(stubs):
+            body = stubs[k]
+        else:
+            body = f'# YOUR CODE HERE\nraise NotImplementedError("{question}: write your code here")'
+        return "".join(f"{indent}{line}\n" for line in body.splitlines())
+
+    out, n = _REGION.subn(repl, source)
+    if BEGIN in out or END in out:
+        raise ValueError(f"{question}: unbalanced {BEGIN} / {END} markers.")
+    return out.rstrip("\n")
