@@ -72,6 +72,8 @@ def probe_payload(question: Question, namespace: Mapping[str, Any], inputs: dict
     """Evaluate the student's answers on ``inputs`` as plain data (never raises)."""
     try:
         payload = question.probe(namespace, inputs)
+    except MemoryError:
+        raise
     except Exception as exc:  # a bug in a probe must not lose the other questions
         return {"__probe__": error_value(f"the answers could not be probed: {type(exc).__name__}: {exc}")}
     return payload

@@ -186,12 +186,16 @@ def extract_answers(submission: Any, solution: Solution) -> tuple[dict[str, str]
 MISSING_STUB = 'raise NotImplementedError("this answer cell is missing from the submission")\n'
 
 
-def grading_notebook(solution: Solution, sources: dict[str, str], preamble: str) -> tuple[Any, list[str | None]]:
+def grading_notebook(
+    solution: Solution, sources: dict[str, str], preamble: str, skip: set[str] | None = None
+) -> tuple[Any, list[str | None]]:
     """The notebook that runs: trusted set-up cells, the student's answers, export cells.
 
     Returns the notebook and, for each of its code cells, the question it belongs to
-    (``None`` for the preamble and set-up cells).
+    (``None`` for the preamble and set-up cells). Questions in ``skip`` (already
+    graded in an earlier run) are left out.
     """
+    skip = skip or set()
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
@@ -211,7 +215,7 @@ def grading_notebook(solution: Solution, sources: dict[str, str], preamble: str)
         if role == "setup":
             cells.append(nbformat.v4.new_code_cell(cell.source, id=cell.id))
             owners.append(None)
-        elif role == "answer":
+        elif role == "answer" and m["question"] not in skip:
             qid = m["question"]
             src = sources.get(cell.id, MISSING_STUB)
             cells.append(nbformat.v4.new_code_cell(src, id=cell.id))

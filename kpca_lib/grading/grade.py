@@ -1,0 +1,417 @@
+"""``kpca-course grade``: a gradebook and student feedback for a batch of submissions.
+
+For each submission:
+
+1. read it defensively (size, JSON, nbformat ≥ 4, the right assignment); otherwise
+   its row says ``invalid`` and why;
+2. take only its answer cells (:func:`~kpca_lib.grading.notebooks.extract_answers`)
+   and rebuild the notebook from the trusted ``solutions/`` source: set-up cells,
+   the answers, and an export cell after each question;
+3. run it through nbval in a child process (:mod:`kpca_lib.grading.runner`), in a
+   scratch folder that holds only that notebook and the grader's inputs;
+4. in *this* process, verify each export's HMAC, decode it as plain data, and run
+   the public checks (:mod:`kpca_lib.grading.questions`) and the hidden checks (read
+   from ``solutions/``) against the grader's own computations. Student code never
+   runs here, and nothing from the kernel is unpickled or imported.
+
+A question whose cell times out or crashes the kernel scores 0; the notebook then runs
+again without the questions already done, so later questions still count. The
+status of the row is ``timeout`` or ``crashed`` accordingly.
+
+Inputs are drawn from a seed derived from a secret and the answer's source, so
+students cannot predict them and a re-run of the same submission gives the same grade.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
+from .notebooks import Solution, extract_answers, grading_notebook, meta, read_solution
+from .plain import encode, loads
+from .questions import Question, get_question
+from .runner import Run, run_all
+
+__all__ = ["Row", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES"]
+
+MAX_SUBMISSION_BYTES = 20_000_000
+STATUSES = ("graded", "timeout", "crashed", "invalid")
+MAX_RESUMES = 3
+
+PREAMBLE = """\
+# Added by the grader.
+from kpca_lib.grading.kernel_side import install as _kpca_install
+_kpca_export = _kpca_install(globals(), "grader-config.json")
+del _kpca_install
+"""
+
+
+@dataclass
+class Row:
+    """One submission's result."""
+
+    submission: str
+    file: str
+    status: str = "graded"
+    max_score: float = 0.0
+    questions: dict[str, float] = field(default_factory=dict)
+    checks: list[CheckResult] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return float(sum(self.questions.values()))
+
+
+# --------------------------------------------------------------------------- reading
+def _read_submission(path: Path, assignment: str) -> tuple[Any | None, str]:
+    """The notebook as a dict, or ``(None, reason)``."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return None, f"the file cannot be read ({exc.strerror})."
+    if size == 0:
+        return None, "the file is empty."
+    if size > MAX_SUBMISSION_BYTES:
+        return None, f"the file is {size / 1e6:.0f} MB, more than the {MAX_SUBMISSION_BYTES / 1e6:.0f} MB allowed; clear the outputs and submit again."
+    try:
+        nb = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "the file is not text (UTF-8): is it a notebook?"
+    except ValueError as exc:
+        return None, f"the file is not valid JSON ({exc}); it is not a readable notebook."
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells", None), list):
+        if isinstance(nb, dict) and isinstance(nb.get("worksheets"), list):
+            return None, (f"this is an nbformat {nb.get('nbformat', 3)} notebook (an old format); "
+                          "open and save it in JupyterLab to convert it to nbformat 4.")
+        return None, "the file is JSON but not a Jupyter notebook (no list of cells)."
+    version = nb.get("nbformat")
+    if not isinstance(version, int) or version < 4:
+        return None, (f"this is an nbformat {version} notebook (an old format); open and save it "
+                      "in JupyterLab to convert it to nbformat 4.")
+    md = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    kpca = md.get("kpca") if isinstance(md.get("kpca"), dict) else {}
+    other = kpca.get("assignment")
+    if other is not None and other != assignment:
+        return None, f"this is a notebook of assignment {other!r}, not {assignment!r}."
+    return nb, ""
+
+
+def _secret(seed: str | None) -> bytes:
+    if seed:
+        return seed.encode()
+    env = os.environ.get("KPCA_GRADING_SECRET")
+    if env:
+        return env.encode()
+    path = Path.home() / ".config" / "kpca-course" / "grading-secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(os.urandom(32).hex())
+    return path.read_text().strip().encode()
+
+
+def _question_seed(secret: bytes, assignment: str, qid: str, sources: list[str]) -> int:
+    digest = hmac.new(secret, "\0".join([assignment, qid, *sources]).encode(), hashlib.sha256)
+    return int.from_bytes(digest.digest()[:8], "big")
+
+
+# --------------------------------------------------------------------------- one submission
+@dataclass
+class _Job:
+    row: Row
+    solution: Solution
+    sources: dict[str, str]
+    inputs: dict[str, dict[str, Any]]
+    scratch: Path
+    key: bytes
+    done: set[str] = field(default_factory=set)  # questions exported or given up
+    failures: dict[str, str] = field(default_factory=dict)  # question -> why it scored 0
+    attempts: int = 0
+    owners: list[str | None] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)  # question -> exported payload
+    resume: bool = False
+
+
+def _prepare(job: _Job) -> Run:
+    """Write the notebook (without the questions already done) and its config."""
+    job.attempts += 1
+    folder = job.scratch / f"run{job.attempts}"
+    (folder / "exports").mkdir(parents=True)
+    nb, owners = grading_notebook(job.solution, job.sources, PREAMBLE, skip=set(job.done))
+    job.owners = owners
+    nbformat.write(nb, folder / "submission.ipynb")
+    config = {
+        "key": job.key.hex(),
+        "out": str(folder / "exports"),
+        "inputs": {q: {k: encode(v) for k, v in inp.items()} for q, inp in job.inputs.items()},
+    }
+    (folder / "grader-config.json").write_text(json.dumps(config))
+    return Run(folder / "submission.ipynb", n_cells=len(nb.cells))
+
+
+def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]:
+    """``(status, cell, message)`` of the first cell that timed out or crashed."""
+    for cell in sorted(run.cells):
+        out = run.cells[cell]
+        if out.outcome != "failed":
+            continue
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.text)
+        if "KernelDied" in text or "kernel died" in text or "Kernel dead" in text:
+            return "crashed", cell, "the kernel died (the process exited or was killed)"
+        if "MemoryError" in text:
+            return "crashed", cell, "it ran out of memory"
+        if "Timeout of" in text and "exceeded" in text:
+            return "timeout", cell, "it ran past the time limit per cell"
+        if out.alive is False:
+            return "crashed", cell, "the kernel stopped"
+    if not run.finished:
+        return "crashed", None, run.note or "the notebook run did not finish"
+    return "graded", None, ""
+
+
+def _collect_exports(job: _Job, folder: Path) -> None:
+    for qid in job.solution.questions:
+        path = folder / "exports" / f"{qid}.json"
+        if qid in job.done or not path.exists():
+            continue
+        job.done.add(qid)
+        try:
+            record = loads(path.read_bytes())
+            payload_text = record["payload"]
+            mac = hmac.new(job.key, payload_text.encode(), hashlib.sha256).hexdigest()
+            if not isinstance(payload_text, str) or not hmac.compare_digest(mac, str(record["mac"])):
+                raise ValueError("its signature does not match")
+            payload = loads(payload_text)
+            if payload.get("question") != qid:
+                raise ValueError("it is for another question")
+            job.answers[qid] = payload.get("answers")
+        except Exception as exc:
+            job.failures[qid] = f"the exported answers could not be read ({exc})"
+
+
+def _score(job: _Job) -> None:
+    row, solution = job.row, job.solution
+    answers_all = job.answers
+    for qid in solution.questions:
+        question: Question = get_question(qid)
+        hidden = solution.hidden.get(qid, [])
+        if qid in answers_all:
+            answers = decode_payload(answers_all[qid])
+        else:
+            reason = job.failures.get(qid, "no answer was recorded")
+            answers = decode_payload({"__probe__": {"__error__": reason}})
+        results = run_checks(question, answers, job.inputs.get(qid, {}), hidden)
+        row.checks.extend(results)
+        row.questions[qid] = float(sum(r.score for r in results))
+
+
+def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jobs: int,
+              progress: _Progress) -> None:
+    pending = list(jobs)
+    while pending:
+        by_run: dict[int, _Job] = {}
+        runs = []
+        for job in pending:
+            run = _prepare(job)
+            by_run[id(run)] = job
+            runs.append(run)
+            job.resume = False
+
+        def done(run: Run, by_run: dict[int, _Job] = by_run) -> None:
+            job = by_run[id(run)]
+            status, cell, message = _classify(run, job.owners)
+            _collect_exports(job, run.notebook.parent)
+            if status != "graded":
+                qid = job.owners[cell] if cell is not None and cell < len(job.owners) else None
+                if job.row.status == "graded":
+                    job.row.status = status
+                if qid is None:
+                    job.row.messages.append(f"the notebook could not run: {message}.")
+                else:
+                    job.failures.setdefault(qid, f"{message}, so this question scores 0")
+                    job.row.messages.append(f"{qid}: {message}; the question scores 0 and the "
+                                            "grader went on with the next questions.")
+                    job.done.add(qid)
+                    job.resume = job.attempts < MAX_RESUMES and any(
+                        q not in job.done for q in job.solution.questions)
+            if not job.resume:
+                progress.step()
+
+        run_all(runs, work, timeout=timeout, memory_mb=memory_mb, jobs=n_jobs, on_done=done)
+        pending = [job for job in pending if job.resume]
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.n, self.enabled, self.start = total, 0, enabled, time.monotonic()
+
+    def step(self) -> None:
+        self.n += 1
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.n / max(1, self.total))
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / self.n * (self.total - self.n) if self.n else 0.0
+        sys.stderr.write(f"\rgrading [{'#' * filled}{'.' * (width - filled)}] {self.n}/{self.total}"
+                         f"  {elapsed:.0f}s elapsed, ~{eta:.0f}s left ")
+        sys.stderr.flush()
+        if self.n >= self.total:
+            sys.stderr.write("\n")
+
+
+# --------------------------------------------------------------------------- output
+def _names(paths: list[Path]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for p in paths:
+        stem = p.stem if p.name.endswith(".ipynb") else p.name
+        seen[stem] = seen.get(stem, 0) + 1
+        out.append(stem if seen[stem] == 1 else f"{stem}-{seen[stem]}")
+    return out
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def _feedback(row: Row, solution: Solution) -> str:
+    lines = [f"# Feedback: {row.submission} ({solution.assignment})", "",
+             f"**Score: {_fmt(row.score)} / {_fmt(row.max_score)}** (status: {row.status})", ""]
+    for msg in row.messages:
+        lines.append(f"> {msg}")
+    if row.messages:
+        lines.append("")
+    for qid in solution.questions:
+        q = get_question(qid)
+        lines.append(f"## {qid}: {q.title} ({_fmt(row.questions.get(qid, 0))} / {_fmt(solution.points[qid])})")
+        lines.append("")
+        for r in (r for r in row.checks if r.question == qid):
+            mark = "✔" if r.passed else "✘"
+            kind = "hidden check" if r.hidden else "check"
+            text = f"- {mark} {kind} ({_fmt(r.points)} pt): {r.description}"
+            if not r.passed and not r.hidden:
+                text += f"  \n  {r.message}"
+            lines.append(text)
+        lines.append("")
+    lines.append("Hidden checks are named by what they test; their code and inputs stay with the grader.")
+    return "\n".join(lines) + "\n"
+
+
+def _write_outputs(out: Path, rows: list[Row], solution: Solution) -> None:
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["submission", "status", "score", "max_score", *solution.questions])
+        for row in rows:
+            writer.writerow([row.submission, row.status, _fmt(row.score), _fmt(row.max_score),
+                             *[_fmt(row.questions.get(q, 0.0)) for q in solution.questions]])
+        (tmp / "grades.csv").write_text(buf.getvalue(), encoding="utf-8")
+        data = {
+            "assignment": solution.assignment,
+            "max_score": solution.max_score,
+            "questions": solution.points,
+            "submissions": [
+                {"submission": r.submission, "file": r.file, "status": r.status, "score": r.score,
+                 "max_score": r.max_score, "questions": r.questions, "messages": r.messages,
+                 "checks": [c.to_dict() for c in r.checks]}
+                for r in rows
+            ],
+        }
+        (tmp / "grades.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+                                         encoding="utf-8")
+        (tmp / "feedback").mkdir()
+        for row in rows:
+            (tmp / "feedback" / f"{row.submission}.md").write_text(_feedback(row, solution),
+                                                                  encoding="utf-8")
+        os.chmod(tmp, 0o755)
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
+            os.rename(out, old)
+        os.rename(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# --------------------------------------------------------------------------- entry point
+def grade_batch(
+    *,
+    assignment: str,
+    submissions: list[Path],
+    out: Path,
+    solutions: Path,
+    timeout: float = 30.0,
+    jobs: int = 2,
+    memory_mb: int = 2048,
+    progress: bool = False,
+    seed: str | None = None,
+) -> list[Row]:
+    """Grade ``submissions`` of ``assignment``; write ``out/grades.csv``, ``grades.json``, ``feedback/``."""
+    path = Path(solutions) / f"{assignment}.ipynb"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in Path(solutions).glob("*.ipynb"))) or "none"
+        raise ValueError(f"no assignment {assignment!r} in {solutions} (known: {known}).")
+    solution = read_solution(path)
+    secret = _secret(seed)
+    names = _names([Path(s) for s in submissions])
+    rows: list[Row] = []
+    jobs_list: list[_Job] = []
+    bar = _Progress(len(submissions), progress)
+    work = Path(tempfile.mkdtemp(prefix="kpca-grade-"))
+    try:
+        for i, (sub, name) in enumerate(zip(submissions, names, strict=True)):
+            row = Row(name, str(sub), max_score=solution.max_score,
+                      questions={q: 0.0 for q in solution.questions})
+            rows.append(row)
+            nb, reason = _read_submission(Path(sub), assignment)
+            if nb is None:
+                row.status, row.messages = "invalid", [reason]
+                bar.step()
+                continue
+            sources, notes = extract_answers(nb, solution)
+            has_meta = any(meta(c) for c in nb["cells"] if isinstance(c, dict))
+            if not sources and not has_meta:
+                row.status = "invalid"
+                row.messages = [f"no answer cell of assignment {assignment!r} was found: is this "
+                                "the right notebook?"]
+                bar.step()
+                continue
+            row.messages.extend(notes)
+            inputs = {}
+            for qid in solution.questions:
+                srcs = [sources.get(c, "") for c in solution.answer_cells[qid]]
+                inputs[qid] = make_inputs(get_question(qid), _question_seed(secret, assignment, qid, srcs))
+            scratch = work / f"s{i:04d}"
+            scratch.mkdir(mode=0o700)
+            jobs_list.append(_Job(row, solution, sources, inputs, scratch, os.urandom(32)))
+        _run_jobs(jobs_list, work, timeout, memory_mb, jobs, bar)
+        for job in jobs_list:
+            _score(job)
+        _write_outputs(Path(out), rows, solution)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
