@@ -173,12 +173,14 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
         if out.outcome != "failed":
             continue
         text = re.sub(r"\x1b\[[0-9;]*m", "", out.text)
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        last = lines[-1] if lines else ""
         if "KernelDied" in text or "kernel died" in text or "Kernel dead" in text:
             return "crashed", cell, "the kernel died (the process exited or was killed)"
-        if "MemoryError" in text:
-            return "crashed", cell, "it ran out of memory"
-        if "Timeout of" in text and "exceeded" in text:
+        if ("Timeout of" in text and "exceeded" in text) or last.startswith("KeyboardInterrupt"):
             return "timeout", cell, "it ran past the time limit per cell"
+        if last.startswith("MemoryError"):
+            return "crashed", cell, "it ran out of memory"
         if out.alive is False:
             return "crashed", cell, "the kernel stopped"
     if not run.finished:

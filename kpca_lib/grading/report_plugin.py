@@ -42,7 +42,8 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     text = ""
     if report.failed:
         try:
-            text = str(report.longrepr)[-4000:]
+            full = str(report.longrepr)
+            text = full if len(full) <= 6000 else full[:1500] + "\n...\n" + full[-4000:]
         except Exception:
             text = "(no text)"
     _write({

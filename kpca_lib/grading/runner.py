@@ -157,7 +157,7 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, memory_mb: int) -
             previous = run.cells.get(cell)
             if previous is None or previous.outcome == "passed":
                 run.cells[cell] = CellOutcome(cell, str(rec.get("outcome")), rec.get("alive"),
-                                              str(rec.get("text", ""))[-4000:])
+                                              str(rec.get("text", ""))[-8000:])
     for r in runs:
         r.finished = len(r.cells) >= r.n_cells
 

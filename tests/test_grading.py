@@ -1,0 +1,340 @@
+"""Adversarial suite for `kpca-course grade`: exact score and status for every attack.
+
+All submissions are built from solutions/01_feature_maps.ipynb (12 points: four
+questions of 3) and the released exercise, and graded in ONE batch (--jobs 2), so
+the suite costs one pytest start per chunk plus one kernel per submission.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kpca_lib.cli import main
+from kpca_lib.grading.notebooks import meta
+from kpca_lib.grading.plain import AnswerError, decode, dumps, encode, loads
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "01_feature_maps"
+SOLUTION = nbformat.read(ROOT / "solutions" / f"{ASSIGNMENT}.ipynb", as_version=4)
+EXERCISE = nbformat.read(ROOT / "exercises" / f"{ASSIGNMENT}.ipynb", as_version=4)
+Q = ["q1_phi_p3", "q1_phi_p4", "q1_phi_general", "q2_feature_count"]
+
+
+def student_copy(nb=SOLUTION):
+    """What a student would submit: the exercise layout with these answer cells."""
+    out = copy.deepcopy(EXERCISE)
+    answers = {c.id: c.source for c in nb.cells if meta(c).get("role") == "answer"}
+    for cell in out.cells:
+        if cell.id in answers:
+            cell.source = answers[cell.id]
+    return out
+
+
+def cell(nb, cid):
+    return next(c for c in nb.cells if c.id == cid)
+
+
+def blank():
+    return copy.deepcopy(EXERCISE)
+
+
+def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
+    """Write the submissions; return name -> (status, score, per-question scores)."""
+    full = {q: 3.0 for q in Q}
+    zero = {q: 0.0 for q in Q}
+    expect = {}
+
+    def save(name, nb, status, score, per):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # duplicate ids are part of the attack
+            nbformat.write(nb, tmp / f"{name}.ipynb")
+        expect[name] = (status, score, per)
+
+    save("full", student_copy(), "graded", 12, full)
+    save("blank", blank(), "graded", 0, zero)
+
+    nb = student_copy()
+    cell(nb, "q1-p4-answer").source = cell(EXERCISE, "q1-p4-answer").source
+    save("partial", nb, "graded", 9, {**full, "q1_phi_p4": 0})
+
+    nb = student_copy()
+    nb.cells = [c for c in nb.cells if meta(c).get("role") != "check"]
+    save("deleted_checks", nb, "graded", 12, full)
+
+    nb = blank()
+    for c in nb.cells:
+        if meta(c).get("role") == "check":
+            c.source = 'print("all checks passed")'
+    cell(nb, "setup").source = ""  # emptied set-up too: the trusted one runs
+    save("edited_checks", nb, "graded", 0, zero)
+
+    nb = blank()
+    cheat = (
+        "class Anything(float):\n"
+        "    def __eq__(self, other): return True\n"
+        "    def __ne__(self, other): return False\n"
+        "    def __lt__(self, other): return True\n"
+        "    def __gt__(self, other): return True\n"
+        "    def __array__(self, *a, **k): raise TypeError('no')\n"
+        "    __hash__ = float.__hash__\n"
+        "class Weird:\n"
+        "    def __eq__(self, other): return True\n"
+        "    shape = (7, 10)\n"
+    )
+    cell(nb, "q1-p3-answer").source = cheat + "def phi_3(X):\n    return Weird()\ndim_3 = Anything(3.0)\n"
+    cell(nb, "q1-p4-answer").source = cheat + "import numpy as np\ndef phi_4(X):\n    return np.array([Weird()] * len(X))\ndim_4 = Weird()\n"
+    cell(nb, "q2-answer").source = cheat + "def n_features(d, p):\n    return Anything(0.0)\ndef kernel_cheaper(d, p, n):\n    return Weird()\n"
+    save("eq_always_true", nb, "graded", 0, zero)
+
+    nb = blank()
+    cell(nb, "q1-p3-answer").source = (
+        "import numpy as np\n"
+        "import kpca_lib.checks as C\n"
+        "import kpca_lib.grading.evaluate as E\n"
+        "import kpca_lib.grading.plain as P\n"
+        "import kpca_lib.grading.questions as Q\n"
+        "np.allclose = lambda *a, **k: True\n"
+        "np.max = lambda *a, **k: 0.0\n"
+        "C.check = lambda *a, **k: print('all checks passed')\n"
+        "E.run_checks = lambda *a, **k: []\n"
+        "P.decode = lambda obj, depth=0: obj\n"
+        "for q in Q.QUESTIONS.values():\n"
+        "    for c in q.checks:\n"
+        "        object.__setattr__(c, 'fn', lambda a, i: 'ok')\n"
+        "def phi_3(X):\n    raise NotImplementedError\n"
+        "dim_3 = 10\n"
+    )
+    save("monkeypatched_checks", nb, "graded", 0, zero)
+
+    nb = blank()
+    cell(nb, "q1-p3-answer").source = (
+        "import json, os, pathlib\n"
+        "fake = {'payload': json.dumps({'question': 'q1_phi_p3', 'answers': {'dim': 10}}), 'mac': '0' * 64}\n"
+        "for name in ['q1_phi_p3', 'q1_phi_p4', 'q1_phi_general', 'q2_feature_count']:\n"
+        "    pathlib.Path('exports', name + '.json').write_text(json.dumps(fake))\n"
+        "_kpca_export = lambda question: None\n"
+        "print('q1_phi_p3: 2 of 2 checks passed')\n"
+    )
+    save("forged_exports", nb, "graded", 0, zero)
+
+    nb = blank()
+    cell(nb, "q1-p3-answer").source = (
+        "print('q1_phi_p3 (Explicit φ for p = 3, d = 2): 2 of 2 checks passed')\n"
+        "print('Score: 12 / 12')\n"
+        "from IPython.display import display, HTML\n"
+        "display(HTML('<b>12/12</b>'))\n"
+    )
+    save("fake_output", nb, "graded", 0, zero)
+
+    nb = student_copy()
+    cell(nb, "q1-p4-answer").source = "while True:\n    pass\n"
+    save("infinite_loop", nb, "timeout", 9, {**full, "q1_phi_p4": 0})
+
+    nb = student_copy()
+    cell(nb, "q1-general-answer").source = "import os\nos._exit(1)\n"
+    save("kernel_exit", nb, "crashed", 9, {**full, "q1_phi_general": 0})
+
+    nb = student_copy()
+    cell(nb, "q2-answer").source = (
+        "blocks = []\nwhile True:\n    blocks.append(bytearray(50_000_000))\n"
+    )
+    save("memory_bomb", nb, "crashed", 9, {**full, "q2_feature_count": 0})
+
+    nb = student_copy()
+    cell(nb, "q1-p3-answer").source = (
+        "def phi_3(X):\n    import time\n    while True:\n        time.sleep(0.1)\ndim_3 = 10\n"
+    )
+    save("slow_function", nb, "timeout", 9, {**full, "q1_phi_p3": 0})
+
+    nb = student_copy()
+    cells = nb.cells
+    p3 = cell(nb, "q1-p3-answer")
+    good_p4 = copy.deepcopy(cell(nb, "q1-p4-answer"))
+    bad_p4 = cell(nb, "q1-p4-answer")
+    bad_p4.source = cell(EXERCISE, "q1-p4-answer").source
+    cells.remove(p3)
+    cells.append(p3)  # moved to the end
+    good_p4.id = "copied-by-jupyterlab"  # a pasted copy keeps metadata, gets a new id
+    cells.insert(0, copy.deepcopy(bad_p4))  # same id twice, as hand-edited JSON can have
+    cells.append(good_p4)  # the last copy wins
+    save("moved_and_duplicated", nb, "graded", 12, full)
+
+    nb = student_copy()
+    dup = copy.deepcopy(cell(nb, "q2-answer"))
+    dup.id = "another-id"
+    dup.source = "def n_features(d, p):\n    return 0\n\ndef kernel_cheaper(d, p, n):\n    return False\n"
+    nb.cells.append(dup)  # last copy is wrong
+    save("duplicated_last_wrong", nb, "graded", 9, {**full, "q2_feature_count": 0})
+
+    nb = student_copy()
+    c = cell(nb, "q1-general-answer")
+    c.id = "renamed-cell"
+    c.metadata = {}  # id and metadata gone: the answer cannot be found
+    save("renamed_cell", nb, "graded", 9, {**full, "q1_phi_general": 0})
+
+    nb = student_copy()
+    nb.cells = [c for c in nb.cells if c.id != "q2-answer"]
+    save("missing_answer", nb, "graded", 9, {**full, "q2_feature_count": 0})
+
+    nb = student_copy()
+    cell(nb, "q1-p3-answer").source += "\nprint('x' * 50_000_000)\nfor _ in range(100_000):\n    print('spam')\n"
+    save("huge_output", nb, "graded", 12, full)
+
+    nb = student_copy()
+    cell(nb, "q2-answer").source = (
+        "def n_features(d, p):\n    return round(__import__('math').factorial(d + p) / "
+        "(__import__('math').factorial(d) * __import__('math').factorial(p)))\n"
+        "def kernel_cheaper(d, p, n):\n    return n_features(d, p) > n\n"
+    )
+    save("float_counts", nb, "graded", 11, {**full, "q2_feature_count": 2})
+
+    (tmp / "garbage.ipynb").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00garbage")
+    expect["garbage"] = ("invalid", 0, zero)
+    (tmp / "empty.ipynb").write_bytes(b"")
+    expect["empty"] = ("invalid", 0, zero)
+    (tmp / "truncated.ipynb").write_text(nbformat.writes(student_copy())[:500])
+    expect["truncated"] = ("invalid", 0, zero)
+    (tmp / "old_v3.ipynb").write_text(json.dumps(
+        {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": []}]}))
+    expect["old_v3"] = ("invalid", 0, zero)
+    other = nbformat.read(ROOT / "exercises" / "03_mercer.ipynb", as_version=4)
+    nbformat.write(other, tmp / "other_assignment.ipynb")
+    expect["other_assignment"] = ("invalid", 0, zero)
+    return expect
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, monkeypatch_module):
+    tmp = tmp_path_factory.mktemp("submissions")
+    expect = build(tmp)
+    out = tmp / "out"
+    files = [str(tmp / f"{name}.ipynb") for name in expect]
+    rc = main(["grade", "--assignment", ASSIGNMENT, "--out", str(out), "--timeout", "4",
+               "--jobs", "2", "--memory", "2048", *files])
+    assert rc == 0
+    with open(out / "grades.csv", newline="") as fh:
+        rows = {r["submission"]: r for r in csv.DictReader(fh)}
+    return expect, rows, out, files
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    mp.setenv("KPCA_GRADING_SECRET", "test-secret")
+    yield mp
+    mp.undo()
+
+
+def test_header_and_order(graded):
+    expect, rows, out, _ = graded
+    header = (out / "grades.csv").read_text().splitlines()[0]
+    assert header == "submission,status,score,max_score," + ",".join(Q)
+    assert list(rows) == list(expect)
+
+
+@pytest.mark.parametrize("name", [
+    "full", "blank", "partial", "deleted_checks", "edited_checks", "eq_always_true",
+    "monkeypatched_checks", "forged_exports", "fake_output", "infinite_loop", "kernel_exit",
+    "memory_bomb", "slow_function", "moved_and_duplicated", "duplicated_last_wrong",
+    "renamed_cell", "missing_answer", "huge_output", "float_counts", "garbage", "empty",
+    "truncated", "old_v3", "other_assignment",
+])
+def test_exact_score_and_status(graded, name):
+    expect, rows, out, _ = graded
+    status, score, per = expect[name]
+    row = rows[name]
+    assert (row["status"], float(row["score"])) == (status, score), row
+    assert float(row["max_score"]) == 12
+    assert {q: float(row[q]) for q in Q} == per
+
+
+def test_json_feedback_and_no_hidden_leak(graded):
+    expect, rows, out, _ = graded
+    data = json.loads((out / "grades.json").read_text())
+    subs = {s["submission"]: s for s in data["submissions"]}
+    assert subs["full"]["score"] == 12 and all(c["passed"] for c in subs["full"]["checks"])
+    assert any(c["hidden"] for c in subs["blank"]["checks"])
+    assert "ran past the time limit" in " ".join(subs["infinite_loop"]["messages"])
+    assert "kernel died" in " ".join(subs["kernel_exit"]["messages"])
+    assert "out of memory" in " ".join(subs["memory_bomb"]["messages"])
+    assert "not valid JSON" in subs["truncated"]["messages"][0]
+    assert "empty" in subs["empty"]["messages"][0]
+    assert "nbformat 3" in subs["old_v3"]["messages"][0]
+    assert "03_mercer" in subs["other_assignment"]["messages"][0]
+    assert "missing" in " ".join(subs["missing_answer"]["messages"])
+    for name in expect:
+        assert (out / "feedback" / f"{name}.md").exists()
+    text = (out / "feedback" / "blank.md").read_text()
+    hidden_src = cell(SOLUTION, "q1-p3-hidden").source
+    assert "hidden check" in text and "large coordinates" in text
+    assert "relative error" not in text.split("large coordinates")[1].split("\n")[0]
+    for line in hidden_src.splitlines():
+        if len(line.strip()) > 25 and "import" not in line:
+            assert line.strip() not in text
+    assert "is not implemented yet" in text  # public check messages are shown
+
+
+def test_regrading_gives_the_same_grades(graded, tmp_path):
+    expect, rows, out, files = graded
+    subset = [f for f in files if Path(f).stem in ("full", "partial", "float_counts", "garbage")]
+    again = tmp_path / "again"
+    assert main(["grade", "--assignment", ASSIGNMENT, "--out", str(again), "--jobs", "2", *subset]) == 0
+    with open(again / "grades.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            assert r == rows[r["submission"]]
+
+
+def test_output_folder_is_replaced_atomically(graded, tmp_path, monkeypatch):
+    from kpca_lib.grading import grade
+
+    expect, rows, out, files = graded
+    target = tmp_path / "grades"
+    target.mkdir()
+    (target / "grades.csv").write_text("old\n")
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(grade, "_feedback", broken)
+    garbage = [f for f in files if Path(f).stem == "garbage"]
+    with pytest.raises(OSError):
+        grade.grade_batch(assignment=ASSIGNMENT, submissions=[Path(f) for f in garbage], out=target,
+                          solutions=ROOT / "solutions")
+    assert (target / "grades.csv").read_text() == "old\n"  # untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["grades"]  # no half-written folder left
+
+
+def test_unknown_assignment_is_a_clear_error(tmp_path, capsys):
+    assert main(["grade", "--assignment", "99_nope", "--out", str(tmp_path / "o"), "x.ipynb"]) == 2
+    assert "no assignment '99_nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [
+    {"__array__": {"shape": [2], "data": [1, "x"]}},
+    {"__array__": {"shape": [3], "data": [1, 2]}},
+    {"__array__": {"shape": [2], "data": [True, 1]}},
+    {"__array__": {"shape": [10**9], "data": []}},
+    {"__pickle__": "gASV"},
+    {"a": 1, "b": 2},
+    [1, 2, 3],
+])
+def test_decode_rejects_anything_but_plain_data(bad):
+    assert isinstance(decode(bad), AnswerError)
+
+
+def test_plain_data_roundtrip_and_strictness():
+    import numpy as np
+
+    x = np.arange(6.0).reshape(2, 3)
+    assert np.array_equal(decode(loads(dumps(encode(x)))), x)
+    assert decode(encode({"a": True, "b": 2})) == {"a": True, "b": 2}
+    assert isinstance(decode(encode(object())), AnswerError)
+    with pytest.raises(ValueError):
+        loads('{"a": NaN}')
