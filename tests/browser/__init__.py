@@ -1,0 +1,1 @@
+"""Browser tests: the course in a real JupyterLab (pytest marker ``browser``)."""

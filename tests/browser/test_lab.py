@@ -1,0 +1,332 @@
+"""The course as a student meets it: JupyterLab in Chromium, widgets drawn and working.
+
+1. The two-moons lecture: open it, run all cells, the σ slider is drawn (no "Error
+   displaying widget" anywhere), moving it redraws the plot.
+2. The widget homework: run it, choose σ with the slider until the status line says the
+   moons are separated, copy the line the widget shows into the answer cell, save with
+   Ctrl+S, and read the saved notebook as the grader does.
+
+Screenshots of every step go to build/screenshots/ (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from .conftest import ROOT, TIMEOUT_MS, VIEWPORT, shot
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+expect.set_options(timeout=TIMEOUT_MS)
+
+pytestmark = pytest.mark.browser
+
+LECTURE = ROOT / "notebooks" / "06_two_moons.ipynb"
+SIGMA_QUESTION = "q7_sigma_moons"  # the exercise whose σ slider records the answer
+ERROR_WIDGET = "Error displaying widget"
+VIEWPORT_HEIGHT = VIEWPORT["height"]
+
+# --------------------------------------------------------------------------- JupyterLab UI
+
+RUN_FINISHED = """() => {
+  const panel = document.querySelector('.jp-NotebookPanel');
+  if (!panel) return false;
+  const status = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+  const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+  return status !== null && status.dataset.status === 'idle'
+    && prompts.every(p => !p.textContent.includes('*'));
+}"""
+
+
+def open_notebook(page, lab, path: Path):
+    """Open a notebook in a clean workspace and wait until its kernel is idle."""
+    page.goto(lab.open_url(path.name))
+    panel = page.locator(".jp-NotebookPanel")
+    expect(panel).to_be_visible()
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Python 3 (ipykernel) | Idle")
+    expect(panel.locator(".jp-Notebook-ExecutionIndicator")).to_have_attribute(
+        "data-status", "idle"
+    )
+    return panel
+
+
+def menu(page, top: str, item: str) -> None:
+    """Click a menu entry of JupyterLab's menu bar, as a student does."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{top}$")).click()
+    page.get_by_role("menuitem", name=item, exact=True).click()
+
+
+def wait_until_run(page) -> None:
+    page.wait_for_function(RUN_FINISHED, timeout=3 * TIMEOUT_MS)
+
+
+def code_cell(panel, source_snippet: str):
+    """The code cell whose source contains ``source_snippet`` (pinned by position, so the
+    locator stays valid when the student edits the cell)."""
+    cells = panel.locator(".jp-CodeCell")
+    expect(cells.filter(has_text=source_snippet).first).to_be_attached()
+    sources = cells.locator(".jp-InputArea-editor").all_text_contents()
+    matches = [i for i, src in enumerate(sources) if source_snippet in src]
+    assert len(matches) == 1, f"{len(matches)} code cells contain {source_snippet!r}"
+    return cells.nth(matches[0])
+
+
+def assert_cells_ran_cleanly(panel) -> None:
+    prompts = panel.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
+    not_run = [i for i, p in enumerate(prompts) if not re.fullmatch(r"\[\d+\]:", p.strip())]
+    errors = [
+        t
+        for t in panel.locator(
+            '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+        ).all_text_contents()
+        if "Traceback" in t or "Error" in t.split("\n", 1)[0]
+    ]
+    assert not errors, "a cell raised:\n" + "\n\n".join(errors)
+    assert not not_run, f"code cells {not_run} did not run (prompts {prompts})"
+
+
+def assert_cells_ran_cleanly_above(panel, last) -> None:
+    """No error output in the notebook so far (cells below ``last`` have not run)."""
+    errors = [
+        t
+        for t in panel.locator(
+            '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+        ).all_text_contents()
+        if "Traceback" in t
+    ]
+    assert not errors, "a cell raised:\n" + "\n\n".join(errors)
+
+
+def assert_no_widget_errors(page) -> None:
+    expect(page.get_by_text(ERROR_WIDGET)).to_have_count(0)
+    assert ERROR_WIDGET not in page.content()
+
+
+def figure_of(explorer):
+    """The explorer's figure as drawn in its output widget (an <img> of the PNG)."""
+    return explorer.locator(".widget-output img")
+
+
+CENTRE = """e => new Promise(done => {
+  // Cells outside the view are laid out (content-visibility) only once they come near it,
+  // which moves the target: scroll again, a frame later, until it stays put.
+  let last = null, frames = 0;
+  const step = () => {
+    e.scrollIntoView({block: 'center'});
+    requestAnimationFrame(() => {
+      const top = e.getBoundingClientRect().top;
+      if ((last !== null && Math.abs(top - last) < 1) || ++frames > 30) { done(); return; }
+      last = top;
+      step();
+    });
+  };
+  step();
+})"""
+
+
+def centre(locator) -> None:
+    """Scroll so that ``locator`` is in the middle of the notebook, for a screenshot."""
+    page = locator.page
+    locator.evaluate(CENTRE)
+    # The notebook's end may not be laid out yet, so it cannot scroll further: scroll with
+    # the mouse wheel, as a student does, until the target has come up.
+    for _ in range(20):
+        box = locator.bounding_box()
+        if box is None or box["y"] + min(box["height"], 400) <= 0.9 * VIEWPORT_HEIGHT:
+            return
+        page.mouse.move(800, 450)
+        page.mouse.wheel(0, 300)
+        locator.evaluate(CENTRE)
+
+
+def run_cell_and_advance(page) -> None:
+    page.keyboard.press("Shift+Enter")
+
+
+def drag_slider(page, slider, fraction: float) -> None:
+    """Drag the slider's handle with the mouse to ``fraction`` (0..1) of its track."""
+    slider.scroll_into_view_if_needed()
+    handle = slider.locator(".noUi-handle")
+    track = slider.locator(".noUi-base")
+    h, t = handle.bounding_box(), track.bounding_box()
+    start = (h["x"] + h["width"] / 2, h["y"] + h["height"] / 2)
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move(t["x"] + fraction * t["width"], start[1], steps=12)
+    page.mouse.up()
+
+
+# --------------------------------------------------------------------------- scenario 1
+
+
+def test_two_moons_lecture_sigma_slider(served, page):
+    notebook = served.serve(LECTURE)
+    panel = open_notebook(page, served, notebook)
+    shot(page, "06_two_moons-1-opened")
+    # Before running, the stored outputs show (no live widgets yet, but no error either).
+    centre(code_cell(panel, "sigma_explorer(").locator(".jp-OutputArea"))
+    assert_no_widget_errors(page)
+    shot(page, "06_two_moons-2-stored-explorer")
+
+    menu(page, "Run", "Run All Cells")
+    wait_until_run(page)
+    assert_cells_ran_cleanly(panel)
+
+    cell = code_cell(panel, "sigma_explorer(")
+    explorer = cell.locator(".jp-OutputArea-output .widget-vbox").first
+    slider = explorer.locator(".widget-slider")
+    expect(slider).to_be_visible()
+    expect(slider.locator(".widget-label")).to_have_text("σ")
+    readout = slider.locator(".widget-readout")
+    status = explorer.locator(".widget-html").first
+    figure = figure_of(explorer)
+    expect(figure).to_be_visible()
+    expect(status).to_contain_text("the classes are separated")
+    centre(explorer)
+    assert_no_widget_errors(page)
+    shot(page, "06_two_moons-3-ran-all")
+
+    before = {
+        "readout": readout.inner_text(),
+        "status": status.inner_text(),
+        "figure": figure.get_attribute("src"),
+    }
+    drag_slider(page, slider, 0.9)  # towards large σ: PCA-like, the moons no longer separate
+
+    expect(readout).not_to_have_text(before["readout"])
+    expect(status).not_to_have_text(before["status"])
+    expect(status).not_to_contain_text("separated.")
+    expect(figure).not_to_have_attribute("src", before["figure"])
+    sigma = float(readout.inner_text())
+    assert sigma > 3.0, f"the slider moved to σ = {sigma}"
+    expect(status).to_contain_text(f"σ = {sigma:.3f}")
+    assert_no_widget_errors(page)
+    shot(page, "06_two_moons-4-slider-moved")
+
+    # the kernel explorer further down is drawn too
+    kernels = code_cell(panel, "kernel_explorer(X")
+    expect(kernels.locator(".widget-dropdown select")).to_have_value("rbf")
+    expect(figure_of(kernels)).to_be_visible()
+    centre(kernels)
+    assert_no_widget_errors(page)
+    shot(page, "06_two_moons-5-kernel-explorer")
+
+
+# --------------------------------------------------------------------------- scenario 2
+
+
+def _sigma_exercise() -> tuple[Path, Path]:
+    """The released exercise with the σ question, and its solutions notebook."""
+    for path in sorted((ROOT / "exercises").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if SIGMA_QUESTION in nb.metadata.get("kpca", {}).get("questions", []):
+            return path, ROOT / "solutions" / path.name
+    pytest.fail(f"no notebook in exercises/ asks {SIGMA_QUESTION} (kpca metadata)")
+
+
+def _answer_cell_source(saved: Path, solution_path: Path) -> str:
+    """The source the grader reads for the σ question, from the saved notebook on disk."""
+    from kpca_lib.grading.notebooks import extract_answers, read_solution
+
+    solution = read_solution(solution_path, with_hidden=False)
+    submission = nbformat.read(saved, as_version=4)
+    sources, notes = extract_answers(submission, solution)
+    (cell_id,) = solution.answer_cells[SIGMA_QUESTION]
+    assert cell_id in sources, notes
+    return sources[cell_id]
+
+
+def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
+    exercise, solution = _sigma_exercise()
+    notebook = served.serve(exercise)
+    panel = open_notebook(page, served, notebook)
+    shot(page, "exercise_sigma-1-opened")
+
+    # Run the set-up cell and the explorer's cell, as a student does (Shift+Enter).
+    setup = panel.locator(".jp-CodeCell").first
+    demo = code_cell(panel, "sigma_explorer(")
+    setup.locator(".jp-InputPrompt").click()
+    while True:
+        run_cell_and_advance(page)
+        wait_until_run(page)
+        if re.fullmatch(r"\[\d+\]:", demo.locator(".jp-InputPrompt").text_content().strip()):
+            break
+    assert_cells_ran_cleanly_above(panel, demo)
+
+    explorer = demo.locator(".jp-OutputArea-output .widget-vbox").first
+    slider = explorer.locator(".widget-slider")
+    readout = slider.locator(".widget-readout")
+    status = explorer.locator(".widget-html").first
+    recorder = demo.locator(".widget-html", has_text="Copy this line").locator("code")
+    expect(slider.locator(".widget-label")).to_have_text("σ")
+    expect(status).to_contain_text("classifies")
+    expect(status).not_to_contain_text("separated.")
+    expect(recorder).to_have_text(re.compile(r"^answer_sigma = "))
+    assert_no_widget_errors(page)
+    figure_drawn = figure_of(explorer).count() == 1
+    figure_before = figure_of(explorer).get_attribute("src") if figure_drawn else None
+
+    # Choose σ: drag towards the separating range, then nudge with the arrow keys until the
+    # status line says the moons are separated (what a student does).
+    before = readout.inner_text()
+    drag_slider(page, slider, 0.38)
+    expect(readout).not_to_have_text(before)
+    handle = slider.locator(".noUi-handle")
+    for _ in range(12):
+        sigma = float(readout.inner_text())
+        expect(status).to_contain_text(f"σ = {sigma:.3f}")
+        if "separated." in status.inner_text():
+            break
+        handle.press("ArrowLeft" if sigma > 0.21 else "ArrowRight")
+        expect(readout).not_to_have_text(f"{sigma:.3f}")
+    expect(status).to_contain_text("the classes are separated.")
+    if figure_drawn:
+        expect(figure_of(explorer)).not_to_have_attribute("src", figure_before)
+    line = recorder.inner_text().strip()
+    name, _, value = line.partition(" = ")
+    # the readout shows 3 decimals, the line 4 significant digits
+    assert name == "answer_sigma" and abs(float(value) - sigma) <= 5e-4, (line, sigma)
+    centre(explorer)
+    assert_no_widget_errors(page)
+    shot(page, "exercise_sigma-2-chosen")
+
+    # Copy the line into the answer cell (replacing `None`), run it and the check cell.
+    answer = code_cell(panel, "answer_sigma = None")
+    answer.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type(line)
+    expect(answer.locator(".cm-content")).to_have_text(line)
+    run_cell_and_advance(page)  # the answer cell
+    run_cell_and_advance(page)  # the check cell below it
+    wait_until_run(page)
+    check_cell = code_cell(panel, f'check("{SIGMA_QUESTION}"')
+    expect(check_cell.locator(".jp-OutputArea")).to_contain_text("1 of 1 checks passed")
+
+    # Save with Ctrl+S and wait until JupyterLab says the document is clean.
+    page.keyboard.press("Control+s")
+    expect(page.locator(".lm-TabBar-tab.jp-mod-dirty")).to_have_count(0)
+    centre(check_cell)
+    shot(page, "exercise_sigma-3-answered-and-saved")
+
+    # What the grader reads: the answer cell's source in the saved file, re-executed.
+    source = _answer_cell_source(notebook, solution)
+    assert source.strip() == line
+    namespace: dict = {}
+    exec(compile(source, "<answer cell>", "exec"), namespace)
+    assert namespace["answer_sigma"] == float(value)
+    from kpca_lib.checks import check
+
+    results = check(SIGMA_QUESTION, namespace)  # raises CheckFailed when it does not pass
+    assert all(r.passed for r in results)
+    if not figure_drawn:
+        # Everything a student needs worked, but the plot is missing: a known kpca_lib bug,
+        # tests/test_widgets.py::test_explorers_draw_their_figure_in_a_fresh_kernel (xfail,
+        # strict). Once kpca_lib is fixed this branch is never taken.
+        pytest.xfail(
+            "the σ explorer's figure shows as '<Figure size ...>' text, not a plot "
+            "(kpca_lib.widgets displays a bare Figure; see exercise_sigma-2-chosen.png)"
+        )
