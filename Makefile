@@ -7,13 +7,16 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kpca-installed
 PYTEST_JOBS ?= 2
+# Debian's Chromium, driven by Playwright for the browser tests (tests/browser).
+CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lint format lock clean
+.PHONY: help setup lab test test-browser lint format lock clean
 
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab"
-	@echo "make test   set up .venv and run every test (lint, unit, notebooks, exercises)"
+	@echo "make test   set up .venv and run every test (lint, unit, notebooks, exercises, browser)"
+	@echo "make test-browser  only the course in a real JupyterLab (headless Chromium)"
 	@echo "make lock   re-pin requirements-lock.txt from the current .venv (maintainers)"
 	@echo "make clean  remove .venv and caches"
 
@@ -41,8 +44,22 @@ format: setup
 
 test: setup lint
 	$(BIN)/kpca-course release --check
-	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope tests
+	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope -m "not browser" tests
 	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider notebooks solutions
+	@$(MAKE) --no-print-directory test-browser
+
+# The course as students see it: JupyterLab in headless Chromium. Without Chromium this says
+# so loudly and skips; under CI (CI set) a missing Chromium is an error (.ci/run installs it).
+test-browser: setup
+	@if [ -x "$(CHROMIUM)" ]; then \
+		echo "KPCA_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n 0 -m browser tests/browser"; \
+		KPCA_CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest -n 0 -m browser tests/browser; \
+	elif [ -n "$$CI" ]; then \
+		echo "ERROR: browser tests: no Chromium at $(CHROMIUM) under CI; .ci/run installs it" >&2; \
+		exit 1; \
+	else \
+		echo "SKIPPED browser tests: no Chromium at $(CHROMIUM); install with apt-get install chromium"; \
+	fi
 
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable --exclude kpca-course | sort > requirements-lock.txt
