@@ -36,7 +36,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 SCREENSHOTS = BUILD / "screenshots"
-LAB_LOG = BUILD / "jupyterlab.log"
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # one server per worker, if ever spread
+LAB_LOG = BUILD / (f"jupyterlab-{_WORKER}.log" if _WORKER else "jupyterlab.log")
 CHROMIUM = Path(os.environ.get("KPCA_CHROMIUM", "/usr/bin/chromium"))
 # Without the background-networking flags Chromium tries to reach Google's services, which a
 # closed network refuses; --headless is added by Playwright.
@@ -236,7 +237,6 @@ def browser():
         from playwright.sync_api import sync_playwright
     except ImportError:
         _missing_browser("Playwright for Python is not installed (make test installs it)")
-    shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # only this run's pictures
     manager = sync_playwright().start()
     try:
         browser = manager.chromium.launch(
@@ -252,6 +252,9 @@ def browser():
 
 @pytest.fixture
 def page(browser, request):
+    name = request.node.name
+    for stale in SCREENSHOTS.glob(f"{name}-*"):  # a previous run's failure
+        stale.unlink()
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
@@ -262,18 +265,14 @@ def page(browser, request):
     try:
         yield page
     finally:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        (SCREENSHOTS / f"{name}-console.log").write_text("\n".join(console) + "\n")
         report = getattr(request.node, "report_call", None)
         if report is not None and report.failed:
-            name = request.node.name
             try:
                 print(f"\nscreenshot of the failure: {shot(page, f'{name}-FAILED')}")
+                (SCREENSHOTS / f"{name}-FAILED.html").write_text(page.content())
             except Exception as exc:  # the tab may be gone; keep the original failure
                 print(f"\nno failure screenshot: {exc}")
-            log = SCREENSHOTS / f"{name}-console.log"
-            log.write_text("\n".join(console) + "\n")
-            try:
-                (SCREENSHOTS / f"{name}-FAILED.html").write_text(page.content())
-            except Exception:
-                pass
-            print(f"browser console: {log}")
+            print(f"browser console: {SCREENSHOTS / f'{name}-console.log'}")
         context.close()

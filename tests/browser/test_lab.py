@@ -102,8 +102,12 @@ def assert_cells_ran_cleanly_above(panel, last) -> None:
 
 
 def assert_no_widget_errors(page) -> None:
+    """No "Error displaying widget" on the page, and no error in the browser's console
+    (where the widget manager reports a model or view it cannot create)."""
     expect(page.get_by_text(ERROR_WIDGET)).to_have_count(0)
     assert ERROR_WIDGET not in page.content()
+    errors = [m for m in page.console_log if m.startswith(("[error]", "[pageerror]"))]
+    assert not errors, "errors in the browser console:\n" + "\n".join(errors)
 
 
 def figure_of(explorer):
