@@ -15,12 +15,13 @@ otherwise swallow an exception raised in a callback; an explorer keeps it in
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
 import numpy as np
-from IPython.display import display
+from IPython.display import Image, display
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
@@ -105,8 +106,18 @@ class Explorer(w.VBox):
         self.status.value = result.get("message", "")
         with self.output:
             self.output.clear_output(wait=True)
-            display(self.figure)
+            display(Image(data=self.png(), format="png"))
         return result
+
+    def png(self) -> bytes:
+        """The current figure rendered as PNG bytes.
+
+        Displaying these (rather than the ``Figure`` object) shows the plot in
+        any kernel, whether or not pyplot's inline backend has been activated.
+        """
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=self.figure.dpi)
+        return buffer.getvalue()
 
 
 def _moons_labels(y: ArrayLike | None) -> list[str] | None:
