@@ -86,7 +86,11 @@ def _kill_tagged(token: str) -> None:
 
 
 def _child_env(token: str, report: Path, scratch: Path) -> dict[str, str]:
-    keep = ("PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH")
+    keep = (
+        "PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH",
+        # Some processors need these for OpenBLAS to compute correctly (see the machine notes).
+        "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+    )
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update({
         "KPCA_GRADE_RUN": token,
