@@ -59,11 +59,20 @@ START_TIMEOUT_S = 120
 _FAILED = pytest.StashKey[bool]()
 
 
-def _missing_browser(reason: str) -> None:
-    message = f"SKIPPED browser tests: {reason}"
+def require_browser() -> None:
+    """Skip (fail under CI) when Chromium or Playwright is missing, before starting anything."""
+    if not CHROMIUM.exists():
+        reason = f"no Chromium at {CHROMIUM}; install with apt-get install chromium"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "Playwright for Python is not installed (make test installs it)"
+        else:
+            return
     if os.environ.get("CI"):
-        pytest.fail(f"{message} (CI must run them; .ci/run installs Chromium)", pytrace=False)
-    pytest.skip(message)
+        pytest.fail(f"browser tests cannot run under CI: {reason}", pytrace=False)
+    pytest.skip(f"SKIPPED browser tests: {reason}")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -204,6 +213,7 @@ class Lab:
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory, request):
+    require_browser()  # no server for nothing
     lab = Lab(tmp_path_factory.mktemp("jupyterlab"))
     try:
         lab.start()
@@ -231,12 +241,9 @@ def served(lab):
 
 @pytest.fixture(scope="session")
 def browser():
-    if not CHROMIUM.exists():
-        _missing_browser(f"no Chromium at {CHROMIUM}; install with apt-get install chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing_browser("Playwright for Python is not installed (make test installs it)")
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
     manager = sync_playwright().start()
     try:
         browser = manager.chromium.launch(
