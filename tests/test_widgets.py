@@ -195,6 +195,17 @@ def test_sigma_slider_changes_result_and_figure(moons):
     assert_pixels_changed(before_pixels, pixels(ex.figure))
 
 
+def test_explorer_png_is_the_current_figure(moons):
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    first = ex.png()
+    assert first.startswith(b"\x89PNG\r\n\x1a\n")
+    set_controls(ex, sigma=0.2)
+    assert ex.png() != first
+    set_controls(ex, sigma=1.0)
+    assert ex.png() == first
+
+
 def test_sigma_explorer_is_a_function_of_sigma(moons):
     """Going back to a σ draws the same figure again (no state leaks between updates)."""
     X, y = moons
@@ -481,15 +492,6 @@ def test_answer_recorder_rounds_and_formats():
 
 # --------------------------------------------------------------------------- in a real kernel
 
-FIGURE_AS_TEXT = (
-    "kpca_lib.widgets.Explorer.update() calls display(self.figure) on a bare matplotlib Figure; "
-    "IPython draws a Figure as PNG only once pyplot's inline backend has been activated in the "
-    "kernel (by an earlier plt figure or %matplotlib inline). In a notebook whose first figure "
-    "is an explorer's (exercises/04), students see '<Figure size 900x360 with 2 Axes>' instead "
-    "of the plot. Fix in kpca_lib: display the rendered PNG (savefig to BytesIO, "
-    "IPython.display.Image), then remove this xfail."
-)
-
 EXPLORERS_IN_A_FRESH_KERNEL = """
 from kpca_lib import PCA
 from kpca_lib.datasets import load_faces, make_moons
@@ -503,9 +505,13 @@ display(sigma_explorer(X, y), kernel_explorer(X, y),
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=FIGURE_AS_TEXT)
 def test_explorers_draw_their_figure_in_a_fresh_kernel(tmp_path):
-    """In the python3 kernel, with nothing drawn before, each explorer shows its figure as PNG."""
+    """In the python3 kernel, with nothing drawn before, each explorer shows its figure as PNG.
+
+    A bare ``Figure`` passed to ``display`` is drawn as an image only once pyplot's inline
+    backend is active in the kernel; otherwise students see '<Figure size ... with 2 Axes>'
+    (exercise 04 has no figure before its explorer).
+    """
     import nbformat
     from nbclient import NotebookClient
 

@@ -270,9 +270,10 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
     expect(status).to_contain_text("classifies")
     expect(status).not_to_contain_text("separated.")
     expect(recorder).to_have_text(re.compile(r"^answer_sigma = "))
+    figure = figure_of(explorer)
+    expect(figure).to_be_visible()  # a plot, not '<Figure size ...>' text
     assert_no_widget_errors(page)
-    figure_drawn = figure_of(explorer).count() == 1
-    figure_before = figure_of(explorer).get_attribute("src") if figure_drawn else None
+    figure_before = figure.get_attribute("src")
 
     # Choose σ: drag towards the separating range, then nudge with the arrow keys until the
     # status line says the moons are separated (what a student does).
@@ -288,8 +289,7 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
         handle.press("ArrowLeft" if sigma > 0.21 else "ArrowRight")
         expect(readout).not_to_have_text(f"{sigma:.3f}")
     expect(status).to_contain_text("the classes are separated.")
-    if figure_drawn:
-        expect(figure_of(explorer)).not_to_have_attribute("src", figure_before)
+    expect(figure).not_to_have_attribute("src", figure_before)
     line = recorder.inner_text().strip()
     name, _, value = line.partition(" = ")
     # the readout shows 3 decimals, the line 4 significant digits
@@ -326,11 +326,3 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
 
     results = check(SIGMA_QUESTION, namespace)  # raises CheckFailed when it does not pass
     assert all(r.passed for r in results)
-    if not figure_drawn:
-        # Everything a student needs worked, but the plot is missing: a known kpca_lib bug,
-        # tests/test_widgets.py::test_explorers_draw_their_figure_in_a_fresh_kernel (xfail,
-        # strict). Once kpca_lib is fixed this branch is never taken.
-        pytest.xfail(
-            "the σ explorer's figure shows as '<Figure size ...>' text, not a plot "
-            "(kpca_lib.widgets displays a bare Figure; see exercise_sigma-2-chosen.png)"
-        )
