@@ -62,7 +62,7 @@ test-browser: setup
 	fi
 
 lock: setup
-	$(BIN)/python -m pip freeze --exclude-editable --exclude kpca-course | sort > requirements-lock.txt
+	$(BIN)/python -m pip freeze --exclude-editable --exclude kpca-course | LC_ALL=C sort > requirements-lock.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

@@ -92,7 +92,7 @@ def format_results(title: str, results: list[CheckResult], *, show_messages: boo
     return "\n".join(lines)
 
 
-def check(question_id: str, namespace: Mapping[str, Any]) -> list[CheckResult]:
+def check(question_id: str, namespace: Mapping[str, Any]) -> None:
     """Run the public checks of a question on the answers defined in ``namespace``.
 
     Parameters
@@ -104,8 +104,8 @@ def check(question_id: str, namespace: Mapping[str, Any]) -> list[CheckResult]:
 
     Returns
     -------
-    list of CheckResult
-        When every check passes.
+    None
+        Nothing, so that a check cell shows only the printed report.
 
     Raises
     ------
@@ -123,7 +123,6 @@ def check(question_id: str, namespace: Mapping[str, Any]) -> list[CheckResult]:
             f"{len(failed)} of {len(results)} checks of {question_id} failed: see the report above."
         )
     print("  The grader runs these checks again on fresh inputs, plus hidden checks.")
-    return results
 
 
 def run_hidden_check(

@@ -76,6 +76,15 @@ class Explorer(w.VBox):
             control.observe(self._on_change, names="value")
         self.update()
 
+    def __repr__(self) -> str:
+        # Shown instead of the widget where no kernel runs (a notebook opened
+        # before running it, or a viewer without widget support).
+        names = ", ".join(self.controls)
+        return (
+            f"Interactive explorer ({names}): run the notebook's cells in JupyterLab "
+            "to see and use it."
+        )
+
     @property
     def values(self) -> dict[str, Any]:
         """Current values of all controls."""
