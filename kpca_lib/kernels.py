@@ -30,6 +30,7 @@ __all__ = [
     "kernel_matrix",
     "squared_distances",
     "get_kernel",
+    "kernel_block_function",
     "KERNELS",
 ]
 
@@ -231,3 +232,91 @@ def get_kernel(
         f"kernel must be one of {', '.join(repr(k) for k in KERNELS)} or a callable "
         f"k(x, y) -> float; got {kernel!r}."
     )
+
+
+def kernel_block_function(
+    kernel: str,
+    X: NDArray[np.float64],
+    *,
+    sigma: float = 1.0,
+    degree: int = 2,
+    coef0: float = 1.0,
+) -> Callable[..., NDArray[np.float64]]:
+    """Return ``block(rows, cols, out=None) -> K[rows, cols]`` for the kernel matrix of ``X``.
+
+    The fast path behind :class:`kpca_lib.kernel_pca.KernelPCA` for large ``n``:
+    each block is a single BLAS product (the norms of the RBF kernel and the
+    constant of the polynomial kernel are folded into it as extra columns)
+    followed by in-place element-wise operations, so that ``K`` can be built
+    block by block, in parallel threads, without n×n temporaries. The values
+    equal :func:`rbf_kernel`, :func:`polynomial_kernel` and
+    :func:`linear_kernel` up to rounding; diagonal blocks (``rows == cols``)
+    are exactly symmetric, and the RBF diagonal is exactly 1.
+
+    Parameters
+    ----------
+    kernel : {"linear", "poly", "rbf"}
+        A named kernel (callables go through :func:`kernel_matrix`).
+    X : ndarray of shape (n_samples, n_features)
+        Validated float64 training data.
+    sigma, degree, coef0
+        Kernel parameters, already validated.
+
+    Returns
+    -------
+    callable
+        ``block(rows, cols, out=None)`` with two slices of ``range(n_samples)``;
+        writes ``K[rows, cols]`` into ``out`` (a float64 array or view of shape
+        ``(len(rows), len(cols))``) or a new array, and returns it.
+    """
+    ones = np.ones((X.shape[0], 1))
+    if kernel == "rbf":
+        # The RBF kernel is translation invariant: centring X first makes the
+        # ‖x‖² + ‖y‖² − 2xᵀy expansion lose less to cancellation.
+        Xs = X - X.mean(axis=0)
+        gamma = 1.0 / (2.0 * sigma**2)
+        sq = gamma * np.einsum("ij,ij->i", Xs, Xs)[:, None]
+        # -γ‖x − y‖² = [2γx, −γ‖x‖², −1] · [y, 1, γ‖y‖²]
+        left = np.hstack([2.0 * gamma * Xs, -sq, -ones])
+        right = np.hstack([Xs, ones, sq])
+
+        def block(
+            rows: slice, cols: slice, out: NDArray[np.float64] | None = None
+        ) -> NDArray[np.float64]:
+            B = np.matmul(left[rows], right[cols].T, out=out)
+            np.minimum(B, 0.0, out=B)  # rounding can make -γ‖x − y‖² slightly positive
+            np.exp(B, out=B)
+            if rows == cols:
+                _symmetrize(B)
+                np.fill_diagonal(B, 1.0)
+            return B
+
+        return block
+    if kernel in ("poly", "linear"):
+        poly = kernel == "poly"
+        # xᵀy + coef0 = [x, 1] · [y, coef0]
+        left = np.hstack([X, ones]) if poly else X
+        right = np.hstack([X, coef0 * ones]) if poly else X
+
+        def block(
+            rows: slice, cols: slice, out: NDArray[np.float64] | None = None
+        ) -> NDArray[np.float64]:
+            B = np.matmul(left[rows], right[cols].T, out=out)
+            if poly and degree > 1:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    if degree == 2:
+                        np.multiply(B, B, out=B)
+                    else:
+                        np.power(B, degree, out=B)
+            if rows == cols:
+                _symmetrize(B)
+            return B
+
+        return block
+    raise ValueError(f"kernel must be one of {', '.join(repr(k) for k in KERNELS)}; got {kernel!r}.")
+
+
+def _symmetrize(B: NDArray[np.float64]) -> None:
+    """Replace the square block ``B`` by ``(B + Bᵀ)/2`` in place (BLAS rounding differs)."""
+    B += B.T.copy()
+    B *= 0.5

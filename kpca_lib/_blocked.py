@@ -1,0 +1,201 @@
+"""A symmetric kernel matrix stored once: its lower triangle, in row panels.
+
+Exact kernel PCA of ``n`` points needs the ``n×n`` kernel matrix, which is the
+whole memory cost (scikit-learn holds it in float64: ``8n²`` bytes). Because
+``K`` is symmetric, half of it is enough. :class:`SymmetricPanels` keeps rows
+``[r_p, r_{p+1})`` and columns ``[0, r_{p+1})`` of ``K`` in panel ``p``, so the
+panels tile the lower triangle plus full diagonal blocks: about ``n²/2``
+numbers. A product ``K @ V`` then reads every panel twice, once for the lower
+and once (transposed) for the upper triangle, with one BLAS call each.
+
+The matrix is never centred explicitly: the centred product is
+``K_c V = P K P V`` with ``P = I − 11ᵀ/n``, i.e. subtract the column means of
+``V`` before and of the result after (O(n) work per vector). The row means of
+``K`` (needed to centre test kernels) and its Frobenius norm (a bound on the
+float32 rounding error) are accumulated in float64 while the panels are built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
+
+__all__ = ["SymmetricPanels", "build_kernel_panels", "available_cores"]
+
+#: Rows per panel; the diagonal blocks (``PANEL_ROWS²``) are stored in full.
+PANEL_ROWS = 256
+#: Columns computed at once: a block of 256×1024 float64 is 2 MB (fits in L2).
+BLOCK_COLS = 1024
+
+
+def available_cores() -> int:
+    """Number of CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class SymmetricPanels:
+    """The lower triangle of a symmetric ``n×n`` matrix, in row panels.
+
+    Parameters
+    ----------
+    n : int
+        Size of the matrix.
+    dtype : numpy dtype
+        Storage type, float64 or float32.
+    panel_rows : int
+        Rows per panel.
+
+    Attributes
+    ----------
+    bounds : list of int
+        Row boundaries ``0 = r_0 < r_1 < ... = n`` of the panels.
+    panels : list of ndarray
+        Panel ``p`` has shape ``(r_{p+1} − r_p, r_{p+1})``.
+    row_means : ndarray of shape (n,)
+        Row (= column) means of the matrix, in float64.
+    grand_mean : float
+    frobenius_norm : float
+        ``‖K‖_F`` of the stored values, in float64.
+    """
+
+    def __init__(self, n: int, dtype: np.dtype, panel_rows: int = PANEL_ROWS) -> None:
+        self.n = n
+        self.dtype = np.dtype(dtype)
+        self.bounds = list(range(0, n, panel_rows)) + [n]
+        self.panels = [
+            np.empty((stop - start, stop), dtype=self.dtype)
+            for start, stop in zip(self.bounds[:-1], self.bounds[1:], strict=True)
+        ]
+        self.row_means = np.zeros(n)
+        self.grand_mean = 0.0
+        self.frobenius_norm = 0.0
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the panels, in bytes (about ``n²/2`` entries)."""
+        return sum(p.nbytes for p in self.panels)
+
+    def matmat(self, V: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``K @ V`` for ``V`` of shape (n, b), in the storage precision, returned as float64."""
+        V = np.ascontiguousarray(V, dtype=self.dtype)
+        Y = np.empty_like(V)
+        b = self.bounds
+        for p, panel in enumerate(self.panels):
+            Y[b[p] : b[p + 1]] = panel @ V[: b[p + 1]]
+        for p, panel in enumerate(self.panels):
+            if p:
+                Y[: b[p]] += panel[:, : b[p]].T @ V[b[p] : b[p + 1]]
+        return Y.astype(np.float64, copy=False)
+
+    def centered_matmat(self, V: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``K_c @ V = P K P V`` with ``P = I − 11ᵀ/n`` (the centred kernel, never formed)."""
+        V = V - V.mean(axis=0)
+        Y = self.matmat(V)
+        Y -= Y.mean(axis=0)
+        return Y
+
+    def to_dense(self) -> NDArray[np.float64]:
+        """The full matrix in float64 (for tests and small ``n``)."""
+        K = np.empty((self.n, self.n))
+        b = self.bounds
+        for p, panel in enumerate(self.panels):
+            K[b[p] : b[p + 1], : b[p + 1]] = panel
+            K[: b[p], b[p] : b[p + 1]] = panel[:, : b[p]].T
+        return K
+
+
+def _blocks(bounds: list[int], block_cols: int) -> Iterator[tuple[int, slice, slice]]:
+    """(panel, rows, cols) of every block of the lower triangle, diagonal blocks last."""
+    for p in range(len(bounds) - 1):
+        rows = slice(bounds[p], bounds[p + 1])
+        for start in range(0, bounds[p], block_cols):
+            yield p, rows, slice(start, min(start + block_cols, bounds[p]))
+        yield p, rows, rows
+
+
+def build_kernel_panels(
+    block: Callable[[slice, slice], NDArray[np.float64]],
+    n: int,
+    *,
+    dtype: np.dtype = np.float64,
+    n_threads: int | None = None,
+    panel_rows: int = PANEL_ROWS,
+    block_cols: int = BLOCK_COLS,
+) -> SymmetricPanels:
+    """Evaluate a symmetric kernel matrix block by block into :class:`SymmetricPanels`.
+
+    Parameters
+    ----------
+    block : callable
+        ``block(rows, cols)`` returns ``K[rows, cols]`` in float64, e.g. from
+        :func:`kpca_lib.kernels.kernel_block_function`.
+    n : int
+        Number of samples.
+    dtype : float64 or float32
+        Storage precision.
+    n_threads : int, optional
+        Worker threads (default: every available core). NumPy and BLAS release
+        the GIL, so blocks are computed in parallel; BLAS itself is limited to
+        one thread meanwhile to avoid oversubscription.
+
+    Returns
+    -------
+    SymmetricPanels
+
+    Raises
+    ------
+    ValueError
+        If the kernel overflows (infinite values in the storage precision).
+    """
+    K = SymmetricPanels(n, dtype, panel_rows)
+    n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
+    items = list(_blocks(K.bounds, block_cols))
+    n_threads = min(n_threads, len(items))
+    row_sums = np.zeros((n_threads, n))
+    sq_sums = np.zeros(n_threads)
+
+    ones = np.ones(max(panel_rows, block_cols))
+    scratch_shape = (panel_rows, max(panel_rows, block_cols))
+
+    def work(t: int) -> None:
+        # Thread t takes every n_threads-th block and owns row_sums[t], sq_sums[t].
+        scratch = np.empty(scratch_shape)
+        for p, rows, cols in items[t::n_threads]:
+            target = K.panels[p][:, cols]
+            h, w = target.shape
+            # Compute in a contiguous scratch block (stays in cache), then store.
+            B = block(rows, cols, out=scratch[:h, :w])
+            target[...] = B
+            row_sums[t, rows] += B @ ones[:w]
+            frob = float(np.einsum("ij,ij->", B, B))
+            if rows != cols:  # an off-diagonal block also stands for its transpose
+                row_sums[t, cols] += ones[:h] @ B
+                frob *= 2.0
+            sq_sums[t] += frob
+
+    # BLAS is limited to one thread: the blocks are small and the parallelism
+    # is across blocks (a multithreaded BLAS would only spin and wait here).
+    with threadpool_limits(1, user_api="blas"):
+        if n_threads == 1:
+            work(0)
+        else:
+            with ThreadPoolExecutor(n_threads) as pool:
+                list(pool.map(work, range(n_threads)))
+    sums = row_sums.sum(axis=0)
+    if not np.all(np.isfinite(sums)):
+        raise ValueError(
+            "the kernel matrix overflowed (infinite values); scale X to a smaller range, "
+            "use a lower degree, or kernel_dtype='float64'."
+        )
+    K.row_means = sums / n
+    K.grand_mean = float(K.row_means.mean())
+    K.frobenius_norm = float(np.sqrt(sq_sums.sum()))
+    return K

@@ -1,0 +1,246 @@
+"""Correctness of the exact large-n machinery: blocked kernels, half storage, every eigen solver."""
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import assert_allclose_up_to_sign, subspace_agreement
+from sklearn.decomposition import KernelPCA as SKKernelPCA
+from sklearn.exceptions import ConvergenceWarning
+
+from kpca_lib import KernelPCA, kernel_pca
+from kpca_lib._blocked import SymmetricPanels, build_kernel_panels
+from kpca_lib._eigen import choose_solver, lanczos_eigh, top_eigh, top_eigh_operator
+from kpca_lib.centering import center_kernel
+from kpca_lib.datasets import make_moons
+from kpca_lib.kernels import (
+    kernel_block_function,
+    linear_kernel,
+    polynomial_kernel,
+    rbf_kernel,
+)
+
+KERNELS = [
+    ("rbf", {"sigma": 0.7}, lambda X: rbf_kernel(X, sigma=0.7)),
+    ("poly", {"degree": 3, "coef0": 0.5}, lambda X: polynomial_kernel(X, degree=3, coef0=0.5)),
+    ("poly", {"degree": 2, "coef0": 1.0}, lambda X: polynomial_kernel(X, degree=2)),
+    ("linear", {}, linear_kernel),
+]
+
+
+def _psd_matrix(rng, n, spectrum):
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return (Q * spectrum) @ Q.T
+
+
+# -- blocked kernels and half storage -------------------------------------------
+
+
+@pytest.mark.parametrize("name, params, full", KERNELS)
+def test_kernel_blocks_match_kernel_functions(rng, name, params, full):
+    X = rng.normal(size=(37, 3)) + 5.0  # off-centre data: the RBF path centres it
+    block = kernel_block_function(name, X, **params)
+    K = full(X)
+    np.testing.assert_allclose(block(slice(3, 20), slice(10, 37)), K[3:20, 10:37], rtol=1e-12, atol=1e-12 * np.abs(K).max())
+    diag = block(slice(5, 17), slice(5, 17))
+    np.testing.assert_array_equal(diag, diag.T)
+    np.testing.assert_allclose(diag, K[5:17, 5:17], rtol=1e-12, atol=1e-12 * np.abs(K).max())
+    out = np.empty((4, 6))
+    assert block(slice(0, 4), slice(30, 36), out=out) is out
+
+
+@pytest.mark.parametrize("name, params, full", KERNELS)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_panels_store_the_kernel(rng, name, params, full, n_threads):
+    X = rng.normal(size=(53, 2))
+    K = full(X)
+    P = build_kernel_panels(kernel_block_function(name, X, **params), 53, n_threads=n_threads, panel_rows=8, block_cols=5)
+    assert len(P.panels) == 7 and P.panels[-1].shape == (5, 53)
+    np.testing.assert_allclose(P.to_dense(), K, rtol=1e-12, atol=1e-12 * np.abs(K).max())
+    np.testing.assert_allclose(P.row_means, K.mean(axis=0), rtol=1e-12, atol=1e-12 * np.abs(K).max())
+    assert P.grand_mean == pytest.approx(K.mean(), rel=1e-12, abs=1e-12)
+    assert P.frobenius_norm == pytest.approx(np.linalg.norm(K), rel=1e-12)
+    V = rng.normal(size=(53, 3))
+    np.testing.assert_allclose(P.matmat(V), K @ V, rtol=1e-10, atol=1e-10 * np.abs(K @ V).max())
+    np.testing.assert_allclose(P.centered_matmat(V), center_kernel(K) @ V, atol=1e-9 * np.abs(K).max())
+    assert P.nbytes < 0.75 * K.nbytes
+
+
+def test_float32_panels_half_the_memory(rng):
+    X = rng.normal(size=(300, 2))
+    block = kernel_block_function("rbf", X, sigma=1.0)
+    P64 = build_kernel_panels(block, 300, panel_rows=32)
+    P32 = build_kernel_panels(block, 300, dtype=np.float32, panel_rows=32)
+    assert P32.nbytes * 2 == P64.nbytes
+    np.testing.assert_allclose(P32.to_dense(), P64.to_dense(), atol=1e-7)
+    V = rng.normal(size=(300, 2))
+    np.testing.assert_allclose(P32.matmat(V), P64.matmat(V), rtol=1e-5, atol=1e-5)
+    assert P32.matmat(V).dtype == np.float64
+
+
+def test_panel_overflow_is_an_error():
+    X = np.full((20, 2), 50.0) + np.arange(20)[:, None]
+    block = kernel_block_function("poly", X, degree=400, coef0=1.0)
+    with pytest.raises(ValueError, match="overflow"):
+        build_kernel_panels(block, 20, panel_rows=8)
+    with pytest.raises(ValueError, match="overflow"):
+        KernelPCA(1, kernel="poly", degree=400, eigen_solver="lanczos").fit(X)
+
+
+def test_symmetric_panels_empty_start():
+    P = SymmetricPanels(10, np.float64, panel_rows=4)
+    assert [p.shape for p in P.panels] == [(4, 4), (4, 8), (2, 10)]
+
+
+# -- eigen solvers -----------------------------------------------------------------
+
+
+def test_choose_solver():
+    assert choose_solver(1000, 2, "auto") == "lanczos"
+    assert choose_solver(1000, 100, "auto") == "lanczos"
+    assert choose_solver(1000, 101, "auto") == "dense"
+    assert choose_solver(150, 2, "auto") == "dense"
+    assert choose_solver(10, 10, "lanczos") == "dense"
+    assert choose_solver(10, 10, "arpack") == "dense"
+    with pytest.raises(ValueError, match="eigen_solver"):
+        choose_solver(10, 2, "lobpcg")
+
+
+@pytest.mark.parametrize("block_size", [1, 3])
+@pytest.mark.parametrize("k", [1, 4, 12])
+def test_lanczos_matches_dense(rng, k, block_size):
+    n = 400
+    spectrum = np.concatenate([np.linspace(50, 10, 20), rng.uniform(0, 5, n - 20)])
+    A = _psd_matrix(rng, n, spectrum)
+    w_ref, V_ref = top_eigh(A, k, "dense")
+    w, V = lanczos_eigh(A.__matmul__, n, k, block_size=block_size)
+    order = np.argsort(w)[::-1]
+    np.testing.assert_allclose(w[order], w_ref, rtol=1e-12)
+    assert_allclose_up_to_sign(V[:, order], V_ref, atol=1e-8)
+
+
+def test_lanczos_thick_restart_and_clusters(rng):
+    # Nearly equal eigenvalues and a tiny basis force many restarts.
+    n = 300
+    spectrum = np.concatenate([[10.0, 9.999, 9.998], np.linspace(9.9, 0, n - 3)])
+    A = _psd_matrix(rng, n, spectrum)
+    w, V = lanczos_eigh(A.__matmul__, n, 3, max_basis=12, tol=1e-9, max_iter=20000)
+    np.testing.assert_allclose(np.sort(w)[::-1], spectrum[:3], rtol=1e-10)
+    assert subspace_agreement(V, np.linalg.eigh(A)[1][:, -3:]) > 1 - 1e-8
+
+
+def test_lanczos_invariant_subspace_and_rank_deficiency(rng):
+    # Rank 2: the Krylov space is exhausted after two steps; zeros must still come out.
+    X = rng.normal(size=(150, 2))
+    Xc = X - X.mean(axis=0)
+    G = Xc @ Xc.T
+    w, V = top_eigh_operator(G.__matmul__, 150, 5, "lanczos")
+    np.testing.assert_allclose(w[:2], np.linalg.eigvalsh(Xc.T @ Xc)[::-1], rtol=1e-10)
+    np.testing.assert_allclose(w[2:], 0.0, atol=1e-9 * w[0])
+    np.testing.assert_allclose(V.T @ V, np.eye(5), atol=1e-10)
+
+
+def test_lanczos_reports_non_convergence(rng):
+    A = _psd_matrix(rng, 300, np.linspace(1, 0.99, 300))
+    with pytest.warns(ConvergenceWarning, match="lanczos"):
+        lanczos_eigh(A.__matmul__, 300, 2, max_iter=5)
+
+
+def test_small_problems_use_dense_fallback(rng):
+    A = _psd_matrix(rng, 30, np.arange(30.0))
+    for solver in ("lanczos", "arpack"):
+        w, V = top_eigh_operator(A.__matmul__, 30, 3, solver)
+        np.testing.assert_allclose(w, [29.0, 28.0, 27.0], rtol=1e-12)
+    w, _ = top_eigh(A, 3, "lanczos")
+    np.testing.assert_allclose(w, [29.0, 28.0, 27.0], rtol=1e-12)
+
+
+# -- KernelPCA with every solver ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moons():
+    X, _ = make_moons(400, noise=0.05, random_state=0)
+    X_new, _ = make_moons(13, noise=0.05, random_state=1)
+    return X, X_new
+
+
+@pytest.mark.parametrize("solver", ["lanczos", "arpack", "dense"])
+@pytest.mark.parametrize(
+    "ours_kw, sk_kw",
+    [
+        ({"kernel": "rbf", "sigma": 0.3}, {"kernel": "rbf", "gamma": 1 / (2 * 0.3**2)}),
+        ({"kernel": "poly", "degree": 3}, {"kernel": "poly", "gamma": 1.0, "coef0": 1.0, "degree": 3}),
+    ],
+)
+def test_every_solver_matches_sklearn(moons, solver, ours_kw, sk_kw):
+    X, X_new = moons
+    ours = KernelPCA(6, eigen_solver=solver, **ours_kw)
+    ref = SKKernelPCA(6, eigen_solver="dense", **sk_kw)
+    Z, Z_ref = ours.fit_transform(X), ref.fit_transform(X)
+    assert ours.eigen_solver_ == solver
+    scale = ref.eigenvalues_[0]
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    assert_allclose_up_to_sign(Z, Z_ref, rtol=1e-6, atol=1e-8 * np.sqrt(scale))
+    assert_allclose_up_to_sign(ours.transform(X_new), ref.transform(X_new), rtol=1e-6, atol=1e-8 * np.sqrt(scale))
+    np.testing.assert_allclose(ours.transform(X), Z, atol=1e-8 * np.sqrt(scale))
+
+
+def test_auto_uses_lanczos_for_few_components(moons):
+    X, _ = moons
+    kp = KernelPCA(3, sigma=0.3).fit(X)
+    assert kp.eigen_solver_ == "lanczos"
+    assert KernelPCA(3, sigma=0.3).fit(X[:150]).eigen_solver_ == "dense"
+    dense = KernelPCA(3, sigma=0.3, eigen_solver="dense").fit(X)
+    np.testing.assert_allclose(kp.eigenvectors_, dense.eigenvectors_, atol=1e-9)
+    for col in kp.eigenvectors_.T:
+        assert col[np.argmax(np.abs(col))] > 0
+
+
+def test_float32_kernel_agrees(moons):
+    X, X_new = moons
+    ref = KernelPCA(4, sigma=0.3, eigen_solver="dense").fit(X)
+    for solver in ("lanczos", "arpack"):
+        kp = KernelPCA(4, sigma=0.3, eigen_solver=solver, kernel_dtype="float32")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            Z = kp.fit_transform(X)
+        np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-5)
+        assert subspace_agreement(Z, ref.transform(X)) > 1 - 1e-8
+        assert subspace_agreement(kp.transform(X_new), ref.transform(X_new)) > 1 - 1e-6
+        assert Z.dtype == np.float64
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_float32_kernel_warns_when_rounding_matters(rng):
+    # A huge constant in the kernel: float32 rounding swamps the centred part.
+    X = rng.normal(size=(300, 2))
+    with pytest.warns(UserWarning, match="float32"):
+        KernelPCA(2, kernel="poly", degree=1, coef0=1e6, kernel_dtype="float32", eigen_solver="lanczos").fit(X)
+
+
+def test_transform_in_blocks(moons, monkeypatch):
+    X, X_new = moons
+    kp = KernelPCA(2, sigma=0.3).fit(X)
+    Z = kp.transform(X_new)
+    monkeypatch.setattr(kernel_pca, "_TRANSFORM_BLOCK", 3 * len(X))  # 3 rows per block
+    np.testing.assert_allclose(kp.transform(X_new), Z, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"kernel_dtype": "float16"}, "kernel_dtype"),
+        ({"kernel_dtype": "int64"}, "kernel_dtype"),
+        ({"kernel_dtype": 3}, "kernel_dtype"),
+        ({"tol": 0.0}, "tol"),
+        ({"tol": -1e-3}, "tol"),
+        ({"tol": "small"}, "tol"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"max_iter": 2.5}, "max_iter"),
+        ({"eigen_solver": "randomized"}, "eigen_solver"),
+    ],
+)
+def test_bad_solver_parameters(rng, params, match):
+    with pytest.raises(ValueError, match=match):
+        KernelPCA(2, **params).fit(rng.normal(size=(300, 2)))
