@@ -1,0 +1,371 @@
+"""Approximate kernel PCA through explicit, finite feature maps (the feature view).
+
+Exact kernel PCA works with the n×n kernel matrix (the *kernel view*). For
+millions of points that is impossible, so we go back to the *feature view*:
+find an explicit map ``Φ: R^d → R^J`` with ``Φ(x)ᵀΦ(y) ≈ k(x, y)``, then run
+ordinary (linear) PCA on the J features. Its cost is O(n·J²) time and O(J²)
+memory, linear in ``n``.
+
+Two maps are provided, as scikit-learn style transformers (``fit``/``transform``):
+
+* :class:`RandomFourierFeatures` (Rahimi & Recht, 2007), for the RBF kernel
+  only. By Bochner's theorem ``exp(−‖x−y‖²/(2σ²)) = E_ω[cos(ωᵀ(x−y))]`` with
+  ``ω ~ N(0, σ⁻² I)``; averaging ``J/2`` random frequencies, each giving the
+  pair ``cos(ωᵀx), sin(ωᵀx)``, gives an unbiased estimate whose error shrinks
+  like ``1/√J``.
+* :class:`NystroemFeatures` (Williams & Seeger, 2001), for any kernel. Pick
+  ``J`` landmark points ``L`` among the training points and use
+  ``Φ(x) = k(x, L) U S^{-1/2}`` where ``K_LL = U S Uᵀ``; then
+  ``ΦΦᵀ = K_nL K_LL⁻¹ K_Ln``, exact on the landmarks and usually much more
+  accurate than random features for the same ``J``.
+
+:func:`feature_pca` then does the *centred* linear PCA in R^J. Centring
+matters: the features must be centred with the mean of the *training*
+features, the explicit version of centring the kernel matrix; forgetting it
+gives a different (uncentred) analysis.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from ._blocked import available_cores
+from ._eigen import flip_signs, top_eigh
+from ._validation import check_array, check_n_features, check_positive
+from .kernels import get_kernel
+
+__all__ = [
+    "RandomFourierFeatures",
+    "NystroemFeatures",
+    "FeaturePCAResult",
+    "feature_pca",
+    "APPROXIMATIONS",
+]
+
+APPROXIMATIONS = ("nystroem", "rff")
+
+#: Rows per chunk when features are computed on the fly (≈ 40 MB for J = 500).
+CHUNK_ROWS = 10_000
+
+
+def check_n_features_out(n_features: object, n_samples: int | None = None) -> int:
+    """Validate the number ``J`` of approximate features (landmarks or random features).
+
+    Parameters
+    ----------
+    n_features : int
+        Requested ``J >= 1``.
+    n_samples : int, optional
+        For the Nyström method ``J`` landmarks are drawn among the samples, so
+        ``J <= n_samples``.
+    """
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
+        raise ValueError(
+            f"n_features (the number J of approximate features) must be a positive integer; "
+            f"got {n_features!r}."
+        )
+    if int(n_features) < 1:
+        raise ValueError(f"n_features must be >= 1; got {n_features}.")
+    if n_samples is not None and int(n_features) > n_samples:
+        raise ValueError(
+            f"n_features = {n_features} Nyström landmarks cannot be drawn from n_samples = "
+            f"{n_samples} points; use n_features <= {n_samples}."
+        )
+    return int(n_features)
+
+
+class RandomFourierFeatures(TransformerMixin, BaseEstimator):
+    """Random Fourier features for the RBF kernel ``exp(−‖x−y‖²/(2σ²))``.
+
+    ``Φ(x) = [cos(ω_iᵀx), sin(ω_iᵀx)]_{i=1..J/2} / √(J/2)`` with
+    ``ω_i ~ N(0, σ⁻² I)``, so ``E[Φ(x)ᵀΦ(y)] = k(x, y)`` exactly and the error
+    of ``ΦΦᵀ`` shrinks like ``1/√J``. For odd ``J`` the last feature is
+    ``√2·cos(ωᵀx + b)`` with a random phase ``b ~ U[0, 2π)`` (weighted like one
+    pair, so the estimate stays unbiased).
+
+    Parameters
+    ----------
+    n_features : int, default=100
+        Number ``J`` of output features.
+    sigma : float, default=1.0
+        Bandwidth σ of the RBF kernel (scikit-learn's ``gamma = 1/(2σ²)``).
+    random_state : int, Generator or None
+        Seed of the random frequencies.
+
+    Attributes
+    ----------
+    frequencies_ : ndarray of shape (n_features_in_, n_frequencies)
+        The random ``ω_i`` as columns (``ceil(J/2)`` of them).
+    phases_ : ndarray of shape (n_frequencies,)
+        Zero for the cos/sin pairs, ``b`` for the odd last feature.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kpca_lib.kernels import rbf_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> Phi = RandomFourierFeatures(4000, sigma=1.0, random_state=0).fit_transform(X)
+    >>> bool(np.abs(Phi @ Phi.T - rbf_kernel(X, sigma=1.0)).max() < 0.1)
+    True
+    """
+
+    def __init__(
+        self,
+        n_features: int = 100,
+        sigma: float = 1.0,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.n_features = n_features
+        self.sigma = sigma
+        self.random_state = random_state
+
+    def fit(self, X: ArrayLike, y: object = None) -> RandomFourierFeatures:
+        """Draw the random frequencies for data with ``X.shape[1]`` features."""
+        X = check_array(X)
+        J = check_n_features_out(self.n_features)
+        sigma = check_positive(self.sigma, "sigma")
+        rng = np.random.default_rng(self.random_state)
+        n_pairs, odd = divmod(J, 2)
+        self.frequencies_ = rng.standard_normal((X.shape[1], n_pairs + odd)) / sigma
+        self.phases_ = np.zeros(n_pairs + odd)
+        if odd:
+            self.phases_[-1] = rng.uniform(0.0, 2.0 * np.pi)
+        self._n_pairs = n_pairs
+        self._scale = 1.0 / np.sqrt(n_pairs + odd)
+        self.n_features_in_ = X.shape[1]
+        self.n_features_out_ = J
+        return self
+
+    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """The features ``Φ(X)``, of shape (n_samples, n_features)."""
+        check_is_fitted(self, "frequencies_")
+        X = check_array(X)
+        check_n_features(X, self.n_features_in_, type(self).__name__)
+        return self._features(X)
+
+    def _features(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        p = self._n_pairs
+        Z = X @ self.frequencies_
+        out = np.empty((X.shape[0], self.n_features_out_))
+        np.cos(Z[:, :p], out=out[:, :p])
+        np.sin(Z[:, :p], out=out[:, p : 2 * p])
+        if self.n_features_out_ > 2 * p:  # odd J: one random-phase feature
+            out[:, -1] = np.sqrt(2.0) * np.cos(Z[:, -1] + self.phases_[-1])
+        out *= self._scale
+        return out
+
+
+class NystroemFeatures(TransformerMixin, BaseEstimator):
+    """Nyström features: ``Φ(x) = k(x, L) U S^{-1/2}`` for ``J`` random landmarks ``L``.
+
+    With ``K_LL = U S Uᵀ`` the kernel matrix of the landmarks,
+    ``Φ(X)Φ(Y)ᵀ = k(X, L) K_LL⁺ k(L, Y)``: exact whenever ``X`` or ``Y`` is a
+    landmark, and a rank-``J`` approximation of ``K`` elsewhere. Eigen-directions
+    of ``K_LL`` below ``1e-12`` times its largest eigenvalue are numerically
+    zero; their features are set to 0 (``rank_`` counts the others).
+
+    Parameters
+    ----------
+    n_features : int, default=100
+        Number ``J`` of landmarks, drawn uniformly without replacement from the
+        training points (so ``J <= n_samples``); also the number of features.
+    kernel : {"rbf", "poly", "linear"} or callable, default="rbf"
+        As in :class:`kpca_lib.kernel_pca.KernelPCA`.
+    sigma, degree, coef0
+        Kernel parameters, as in :class:`kpca_lib.kernel_pca.KernelPCA`.
+    random_state : int, Generator or None
+        Seed of the landmark choice.
+
+    Attributes
+    ----------
+    landmarks_ : ndarray of shape (n_features, n_features_in_)
+    landmark_indices_ : ndarray of shape (n_features,)
+        Rows of the training ``X`` used as landmarks (sorted).
+    normalization_ : ndarray of shape (n_features, n_features)
+        ``U S^{-1/2}``, so that ``Φ(X) = k(X, landmarks_) @ normalization_``.
+    rank_ : int
+        Number of non-zero features (numerical rank of ``K_LL``).
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kpca_lib.kernels import rbf_kernel
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> nys = NystroemFeatures(50, sigma=1.0, random_state=0).fit(X)
+    >>> Phi = nys.transform(X)                       # every point is a landmark: exact
+    >>> bool(np.allclose(Phi @ Phi.T, rbf_kernel(X, sigma=1.0), atol=1e-6))
+    True
+    """
+
+    def __init__(
+        self,
+        n_features: int = 100,
+        kernel: str | Callable = "rbf",
+        sigma: float = 1.0,
+        degree: int = 2,
+        coef0: float = 1.0,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.n_features = n_features
+        self.kernel = kernel
+        self.sigma = sigma
+        self.degree = degree
+        self.coef0 = coef0
+        self.random_state = random_state
+
+    def _kernel_function(self) -> Callable[[ArrayLike, ArrayLike | None], NDArray]:
+        return get_kernel(self.kernel, sigma=self.sigma, degree=self.degree, coef0=self.coef0)
+
+    def fit(self, X: ArrayLike, y: object = None) -> NystroemFeatures:
+        """Choose the landmarks among the rows of ``X`` and factor their kernel matrix."""
+        X = check_array(X)
+        kernel_fn = self._kernel_function()  # validates kernel, sigma, degree, coef0
+        J = check_n_features_out(self.n_features, X.shape[0])
+        rng = np.random.default_rng(self.random_state)
+        idx = np.sort(rng.choice(X.shape[0], size=J, replace=False))
+        L = X[idx]
+        K_LL = kernel_fn(L)
+        K_LL = 0.5 * (K_LL + K_LL.T)
+        S, U = np.linalg.eigh(K_LL)
+        keep = S > 1e-12 * max(float(S[-1]), 0.0)
+        normalization = np.zeros_like(U)
+        normalization[:, keep] = U[:, keep] / np.sqrt(S[keep])
+        # Largest eigenvalue first, so the leading features carry most of K.
+        self.normalization_ = np.ascontiguousarray(normalization[:, ::-1])
+        self.landmarks_ = L
+        self.landmark_indices_ = idx
+        self.rank_ = int(keep.sum())
+        self.n_features_in_ = X.shape[1]
+        self.n_features_out_ = J
+        return self
+
+    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """The features ``Φ(X) = k(X, landmarks_) @ normalization_``."""
+        check_is_fitted(self, "normalization_")
+        X = check_array(X)
+        check_n_features(X, self.n_features_in_, type(self).__name__)
+        return self._features(X)
+
+    def _features(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self._kernel_function()(X, self.landmarks_) @ self.normalization_
+
+
+def _chunks(n: int, size: int) -> Iterator[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def _map_chunks(
+    fn: Callable[[slice], object], n: int, chunk_rows: int, n_threads: int
+) -> list[object]:
+    """``[fn(chunk) for chunk in chunks]``, on ``n_threads`` threads with single-threaded BLAS."""
+    chunks = list(_chunks(n, chunk_rows))
+    if n_threads <= 1 or len(chunks) == 1:
+        return [fn(c) for c in chunks]
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
+        return list(pool.map(fn, chunks))
+
+
+@dataclass
+class FeaturePCAResult:
+    """Linear PCA of centred features (see :func:`feature_pca`).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray of shape (k,)
+        ``n ×`` the eigenvalues of the feature covariance (descending): the
+        eigenvalues of ``Φ_cᵀΦ_c``, which are those of ``Φ_cΦ_cᵀ ≈ K_c``, so
+        they approximate the exact ``KernelPCA.eigenvalues_``.
+    components : ndarray of shape (k, J)
+        Unit principal directions in feature space, as rows.
+    mean : ndarray of shape (J,)
+        Mean of the training features (the centre).
+    """
+
+    eigenvalues: NDArray[np.float64]
+    components: NDArray[np.float64]
+    mean: NDArray[np.float64]
+
+
+def feature_pca(
+    features: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    X: NDArray[np.float64],
+    n_components: int,
+    *,
+    chunk_rows: int = CHUNK_ROWS,
+    n_threads: int | None = None,
+) -> FeaturePCAResult:
+    """Centred linear PCA of ``features(X)`` without holding all the features at once.
+
+    One pass over ``X`` in chunks accumulates the feature sum and ``ΦᵀΦ``
+    (shifted by the first chunk's mean, against cancellation), then the J×J
+    covariance ``C = (1/n) Σ (Φ(x_i) − μ)(Φ(x_i) − μ)ᵀ`` is diagonalised.
+    Memory is O(J² + chunk_rows·J) whatever ``n``.
+
+    Parameters
+    ----------
+    features : callable
+        ``features(X_chunk) -> Φ`` of shape (rows, J).
+    X : ndarray of shape (n, d)
+    n_components : int
+        ``k <= J``.
+    chunk_rows : int, default=10000
+    n_threads : int, optional
+        Threads computing chunks in parallel (default: every available core).
+
+    Returns
+    -------
+    FeaturePCAResult
+    """
+    n = X.shape[0]
+    n_threads = available_cores() if n_threads is None else n_threads
+    shift = features(X[: min(n, chunk_rows)]).mean(axis=0)
+
+    def moments(rows: slice) -> tuple[NDArray, NDArray]:
+        F = features(X[rows])
+        F -= shift
+        return F.sum(axis=0), F.T @ F
+
+    parts = _map_chunks(moments, n, chunk_rows, n_threads)
+    total = sum(p[0] for p in parts)
+    gram = sum(p[1] for p in parts)
+    delta = total / n  # mean − shift
+    C = gram / n - np.outer(delta, delta)
+    C = 0.5 * (C + C.T)
+    eigenvalues, W = top_eigh(C, n_components, "dense")
+    eigenvalues = np.clip(eigenvalues, 0.0, None) * n
+    components = flip_signs(np.ascontiguousarray(W)).T
+    return FeaturePCAResult(eigenvalues, np.ascontiguousarray(components), shift + delta)
+
+
+def project_features(
+    features: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    X: NDArray[np.float64],
+    result: FeaturePCAResult,
+    *,
+    chunk_rows: int = CHUNK_ROWS,
+    n_threads: int | None = None,
+) -> NDArray[np.float64]:
+    """``(features(X) − mean) @ componentsᵀ``, chunk by chunk."""
+    n_threads = available_cores() if n_threads is None else n_threads
+    W = result.components.T
+    offset = result.mean @ W
+
+    def project(rows: slice) -> NDArray:
+        Z = features(X[rows]) @ W
+        Z -= offset
+        return Z
+
+    parts = _map_chunks(project, X.shape[0], chunk_rows, n_threads)
+    return np.vstack(parts) if parts else np.empty((0, W.shape[1]))
