@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-__all__ = ["SymmetricPanels", "build_kernel_panels", "available_cores"]
+__all__ = ["SymmetricPanels", "build_kernel_panels", "available_cores", "symmetrize_inplace"]
 
 #: Rows per panel; the diagonal blocks (``PANEL_ROWS²``) are stored in full.
 PANEL_ROWS = 256
@@ -39,6 +39,25 @@ def available_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def symmetrize_inplace(A: NDArray, block: int = 512) -> NDArray:
+    """Replace the square ``A`` by ``(A + Aᵀ)/2`` in place, block by block.
+
+    Same values as ``A += A.T; A *= 0.5``, but without the n×n temporary that
+    NumPy makes for the overlapping ``A.T``.
+    """
+    n = A.shape[0]
+    for i in range(0, n, block):
+        rows = slice(i, min(i + block, n))
+        for j in range(0, i + 1, block):
+            cols = slice(j, min(j + block, n))
+            upper = A[cols, rows].T.copy()
+            A[rows, cols] += upper
+            A[rows, cols] *= 0.5
+            if i != j:
+                A[cols, rows] = A[rows, cols].T
+    return A
 
 
 class SymmetricPanels:

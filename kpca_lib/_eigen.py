@@ -88,13 +88,15 @@ def _descending(
     return eigenvalues, flip_signs(eigenvectors)
 
 
-def _dense_top(S: NDArray[np.float64], k: int) -> tuple[NDArray, NDArray]:
+def _dense_top(S: NDArray[np.float64], k: int, overwrite: bool = False) -> tuple[NDArray, NDArray]:
     n = S.shape[0]
-    return scipy.linalg.eigh(S, subset_by_index=(n - k, n - 1))
+    if overwrite and S.flags.c_contiguous:
+        S = S.T  # the same symmetric matrix, Fortran-ordered: LAPACK needs no copy
+    return scipy.linalg.eigh(S, subset_by_index=(n - k, n - 1), overwrite_a=overwrite)
 
 
 def top_eigh(
-    S: NDArray[np.float64], k: int, solver: str = "auto"
+    S: NDArray[np.float64], k: int, solver: str = "auto", *, overwrite: bool = False
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The ``k`` largest eigenpairs of the symmetric matrix ``S``, in descending order.
 
@@ -106,6 +108,9 @@ def top_eigh(
         Number of eigenpairs, ``1 <= k <= n``.
     solver : {"auto", "dense", "arpack", "lanczos"}
         See the module docstring and :func:`choose_solver`.
+    overwrite : bool, default=False
+        Let the dense solver destroy ``S`` instead of copying it (saves an
+        n×n matrix).
 
     Returns
     -------
@@ -115,7 +120,7 @@ def top_eigh(
     n = S.shape[0]
     solver = choose_solver(n, k, solver)
     if solver == "dense":
-        return _descending(*_dense_top(S, k))
+        return _descending(*_dense_top(S, k, overwrite))
     return top_eigh_operator(S.__matmul__, n, k, solver)
 
 
@@ -210,7 +215,7 @@ def lanczos_eigh(
     *,
     tol: float = 1e-10,
     max_iter: int | None = None,
-    block_size: int = 1,
+    block_size: int | None = None,
     max_basis: int | None = None,
     seed: int = 0,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -237,8 +242,10 @@ def lanczos_eigh(
     max_iter : int, optional
         Maximum number of matrix–vector products (default ``max(1000, 50k)``);
         a :class:`~sklearn.exceptions.ConvergenceWarning` is issued when reached.
-    block_size : int, default=1
-        Vectors per product (1 is plain Lanczos).
+    block_size : int, optional
+        Vectors per product (1 is plain Lanczos). Default: 1 for ``k <= 10``
+        (fewest passes over the matrix), else ``k // 4`` (fewer, cheaper
+        Rayleigh–Ritz steps and BLAS-3 products when many pairs are wanted).
     max_basis : int, optional
         Basis size that triggers a restart (default ``max(2k + 20, k + 40)``).
     seed : int, default=0
@@ -249,6 +256,8 @@ def lanczos_eigh(
     eigenvalues : ndarray of shape (k,), ascending
     eigenvectors : ndarray of shape (n, k)
     """
+    if block_size is None:
+        block_size = 1 if k <= 10 else k // 4
     b = max(1, int(block_size))
     m_max = max(2 * k + 20, k + 40) if max_basis is None else int(max_basis)
     m_max = max(m_max, k + 2 * b)

@@ -153,6 +153,10 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         check_n_features(X, self.n_features_in_, type(self).__name__)
         return self._features(X)
 
+    def _project(self, X: NDArray[np.float64], W: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``Φ(X) @ W`` (no checks)."""
+        return self._features(X) @ W
+
     def _features(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         p = self._n_pairs
         Z = X @ self.frequencies_
@@ -260,6 +264,10 @@ class NystroemFeatures(TransformerMixin, BaseEstimator):
     def _features(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         return self._kernel_function()(X, self.landmarks_) @ self.normalization_
 
+    def _project(self, X: NDArray[np.float64], W: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``Φ(X) @ W = k(X, L) @ (normalization_ @ W)``: O(J·k) per point instead of O(J²)."""
+        return self._kernel_function()(X, self.landmarks_) @ (self.normalization_ @ W)
+
 
 def _chunks(n: int, size: int) -> Iterator[slice]:
     for start in range(0, n, size):
@@ -350,22 +358,32 @@ def feature_pca(
 
 
 def project_features(
-    features: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    project: Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]],
     X: NDArray[np.float64],
     result: FeaturePCAResult,
     *,
     chunk_rows: int = CHUNK_ROWS,
     n_threads: int | None = None,
 ) -> NDArray[np.float64]:
-    """``(features(X) − mean) @ componentsᵀ``, chunk by chunk."""
+    """``(Φ(X) − mean) @ componentsᵀ``, chunk by chunk.
+
+    Parameters
+    ----------
+    project : callable
+        ``project(X_chunk, W) = Φ(X_chunk) @ W`` (a feature map's ``_project``,
+        which may avoid forming Φ), or any ``lambda A, W: features(A) @ W``.
+    X : ndarray of shape (n, d)
+    result : FeaturePCAResult
+        From :func:`feature_pca`.
+    """
     n_threads = available_cores() if n_threads is None else n_threads
     W = result.components.T
     offset = result.mean @ W
 
-    def project(rows: slice) -> NDArray:
-        Z = features(X[rows]) @ W
+    def one_chunk(rows: slice) -> NDArray:
+        Z = project(X[rows], W)
         Z -= offset
         return Z
 
-    parts = _map_chunks(project, X.shape[0], chunk_rows, n_threads)
+    parts = _map_chunks(one_chunk, X.shape[0], chunk_rows, n_threads)
     return np.vstack(parts) if parts else np.empty((0, W.shape[1]))

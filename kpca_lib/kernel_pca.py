@@ -33,7 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._blocked import build_kernel_panels
+from ._blocked import build_kernel_panels, symmetrize_inplace
 from ._eigen import EIGEN_SOLVERS, choose_solver, top_eigh, top_eigh_operator
 from ._validation import check_array, check_n_components, check_n_features, check_positive
 from .approximation import (
@@ -297,10 +297,13 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             grand_mean = float(col_means.mean())
             K_c = center_kernel(K, copy=False)
             # Centring leaves rounding-level asymmetry; use the symmetric part.
-            K_c += K_c.T
-            K_c *= 0.5
+            symmetrize_inplace(K_c)
             if solver == "dense":
-                eigenvalues, eigenvectors = top_eigh(K_c, k, "dense")
+                # K_c is still needed only to check the rest of a callable's spectrum.
+                keep = callable(self.kernel) and k < n
+                eigenvalues, eigenvectors = top_eigh(K_c, k, "dense", overwrite=not keep)
+                if not keep:
+                    K_c = None
             else:
                 eigenvalues, eigenvectors = top_eigh_operator(
                     K_c.__matmul__, n, k, solver, tol=tol, max_iter=max_iter
@@ -449,7 +452,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             self.__dict__.pop(name, None)
         if not project:
             return None
-        return project_features(feature_map._features, X, result, n_threads=threads)
+        return project_features(feature_map._project, X, result, n_threads=threads)
 
     def transform(self, X: ArrayLike) -> NDArray[np.float64]:
         """Project new points.
@@ -464,7 +467,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         if hasattr(self, "feature_map_"):
             threads = 1 if callable(self.kernel) else None
             return project_features(
-                self.feature_map_._features, X, self._feature_pca, n_threads=threads
+                self.feature_map_._project, X, self._feature_pca, n_threads=threads
             )
         kernel_fn = self._kernel_function()
         rows = max(1, _TRANSFORM_BLOCK // self.X_fit_.shape[0])

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._blocked import symmetrize_inplace
 from ._validation import (
     check_array,
     check_degree,
@@ -116,9 +117,9 @@ def squared_distances(X: ArrayLike, Y: ArrayLike | None = None) -> NDArray[np.fl
     D += np.einsum("ij,ij->i", Y, Y)[None, :]
     np.maximum(D, 0.0, out=D)
     if same:
-        # BLAS does not guarantee an exactly symmetric X @ X.T: enforce it.
-        D += D.T
-        D *= 0.5
+        # BLAS does not guarantee an exactly symmetric X @ X.T: enforce it
+        # (block by block: no second n×n matrix).
+        symmetrize_inplace(D)
         np.fill_diagonal(D, 0.0)
     return D
 

@@ -9,7 +9,7 @@ from sklearn.decomposition import KernelPCA as SKKernelPCA
 from sklearn.exceptions import ConvergenceWarning
 
 from kpca_lib import KernelPCA, kernel_pca
-from kpca_lib._blocked import SymmetricPanels, build_kernel_panels
+from kpca_lib._blocked import SymmetricPanels, build_kernel_panels, symmetrize_inplace
 from kpca_lib._eigen import choose_solver, lanczos_eigh, top_eigh, top_eigh_operator
 from kpca_lib.centering import center_kernel
 from kpca_lib.datasets import make_moons
@@ -85,6 +85,22 @@ def test_panel_overflow_is_an_error():
         build_kernel_panels(block, 20, panel_rows=8)
     with pytest.raises(ValueError, match="overflow"):
         KernelPCA(1, kernel="poly", degree=400, eigen_solver="lanczos").fit(X)
+
+
+def test_symmetrize_inplace_equals_numpy(rng):
+    A = rng.normal(size=(23, 23))
+    expected = (A + A.T) * 0.5
+    out = symmetrize_inplace(A, block=5)
+    assert out is A
+    np.testing.assert_array_equal(A, expected)
+
+
+def test_dense_overwrite_gives_the_same_pairs(rng):
+    A = _psd_matrix(rng, 50, np.arange(50.0))
+    w, V = top_eigh(A.copy(), 4, "dense")
+    w2, V2 = top_eigh(A.copy(), 4, "dense", overwrite=True)
+    np.testing.assert_allclose(w2, w, rtol=1e-13)
+    np.testing.assert_allclose(V2, V, atol=1e-12)
 
 
 def test_symmetric_panels_empty_start():
