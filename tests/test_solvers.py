@@ -78,6 +78,18 @@ def test_float32_panels_half_the_memory(rng):
     assert P32.matmat(V).dtype == np.float64
 
 
+def test_float32_panels_hold_no_subnormals():
+    # exp(-d²/(2σ²)) between 1e-45 and 1e-38 would be float32 subnormals (slow arithmetic).
+    X = np.linspace(0.0, 1.0, 40)[:, None]
+    P = build_kernel_panels(kernel_block_function("rbf", X, sigma=0.07), 40, dtype=np.float32, panel_rows=8)
+    K = rbf_kernel(X, sigma=0.07)
+    tiny = np.finfo(np.float32).tiny
+    assert np.any((K > 0) & (K < tiny))
+    for panel in P.panels:
+        assert np.all((panel == 0) | (np.abs(panel) >= tiny))
+    np.testing.assert_allclose(P.to_dense(), K, rtol=1e-7, atol=tiny)
+
+
 def test_panel_overflow_is_an_error():
     X = np.full((20, 2), 50.0) + np.arange(20)[:, None]
     block = kernel_block_function("poly", X, degree=400, coef0=1.0)
