@@ -203,6 +203,32 @@ def plot_images(
     return axes
 
 
+def _plot_lines(
+    xs: ArrayLike,
+    series: Mapping[str, ArrayLike],
+    ax: Axes | None,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool,
+    logy: bool,
+    ms: float,
+) -> Axes:
+    ax = _axes(ax)
+    for name, values in series.items():
+        ax.plot(np.asarray(xs), np.asarray(values), "o-", ms=ms, label=name)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
 def plot_timings(
     sizes: ArrayLike,
     timings: Mapping[str, ArrayLike],
@@ -213,17 +239,10 @@ def plot_timings(
     loglog: bool = True,
 ) -> Axes:
     """Line plot of timings (seconds) against a size, one line per method."""
-    ax = _axes(ax)
-    for name, t in timings.items():
-        ax.plot(np.asarray(sizes), np.asarray(t), "o-", label=name)
-    if loglog:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("seconds")
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
-    return ax
+    return _plot_lines(
+        sizes, timings, ax, xlabel=xlabel, ylabel="seconds", title=title,
+        logx=loglog, logy=loglog, ms=6.0,
+    )
 
 
 def plot_errors(
@@ -237,16 +256,9 @@ def plot_errors(
     logy: bool = False,
 ) -> Axes:
     """Error curves against a parameter, one line per named series."""
-    ax = _axes(ax)
-    for name, e in errors.items():
-        ax.plot(np.asarray(xs), np.asarray(e), "o-", ms=3, label=name)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
-    return ax
+    return _plot_lines(
+        xs, errors, ax, xlabel=xlabel, ylabel=ylabel, title=title, logx=False, logy=logy, ms=3.0
+    )
 
 
 def plot_kernel_matrix(K: ArrayLike, ax: Axes | None = None, *, title: str = "Kernel matrix") -> Axes:
