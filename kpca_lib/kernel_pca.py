@@ -129,9 +129,10 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         the bottleneck anyway).
     tol : float, optional
         Relative residual tolerance of the iterative solvers. ``None``:
-        ``1e-10`` for ``"lanczos"`` with a float64 kernel, ``1e-6`` with a
-        float32 kernel (its rounding floor is ~3e-8), and 0 (machine
-        precision) for ``"arpack"``.
+        ``1e-10`` for ``"lanczos"`` with a float64 kernel and 0 (machine
+        precision) for ``"arpack"``. With a float32 kernel ``"lanczos"`` never
+        asks for less than ``10·eps(float32) ≈ 1.2e-6``, since the stored
+        matrix is not more accurate.
     max_iter : int, optional
         Maximum number of matrix–vector products of the iterative solvers.
     kernel_dtype : {"float64", "float32"}, default="float64"
