@@ -11,12 +11,13 @@ PYTEST_JOBS ?= 2
 CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test test-browser lint format lock clean
+.PHONY: help setup lab test test-browser lint format lock clean notebooks
 
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab"
 	@echo "make test   set up .venv and run every test (lint, unit, notebooks, exercises, browser)"
 	@echo "make test-browser  only the course in a real JupyterLab (headless Chromium)"
+	@echo "make notebooks  re-execute the lectures and solutions in place, then regenerate exercises/"
 	@echo "make lock   re-pin requirements-lock.txt from the current .venv (maintainers)"
 	@echo "make clean  remove .venv and caches"
 
@@ -60,6 +61,13 @@ test-browser: setup
 	else \
 		echo "SKIPPED browser tests: no Chromium at $(CHROMIUM); install with apt-get install chromium"; \
 	fi
+
+# Maintainers: store every lecture and solution executed (no timing metadata, so diffs stay
+# small), then regenerate exercises/ from solutions/.
+notebooks: setup
+	ls notebooks/*.ipynb solutions/*.ipynb | xargs -P $(PYTEST_JOBS) -n 1 $(BIN)/jupyter nbconvert \
+		--to notebook --execute --inplace --ExecutePreprocessor.record_timing=False
+	$(BIN)/kpca-course release
 
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable --exclude kpca-course | LC_ALL=C sort > requirements-lock.txt

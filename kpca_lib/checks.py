@@ -129,7 +129,7 @@ def run_hidden_check(
     question_id: str,
     fn: Callable[[dict[str, Any], dict[str, Any]], Any],
     namespace: Mapping[str, Any],
-) -> CheckResult:
+) -> None:
     """Run a hidden check (a cell of ``solutions/`` only) on the answers in ``namespace``.
 
     ``fn(answers, inputs)`` receives the decoded plain data (as the grader will) and
@@ -147,4 +147,3 @@ def run_hidden_check(
     print(format_results(f"hidden check of {question_id}", [result]))
     if not result.passed:
         raise CheckFailed(f"hidden check {hidden.id} failed: {result.message}")
-    return result
