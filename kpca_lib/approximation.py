@@ -83,7 +83,21 @@ def check_n_features_out(n_features: object, n_samples: int | None = None) -> in
     return int(n_features)
 
 
-class RandomFourierFeatures(TransformerMixin, BaseEstimator):
+class _FeatureMap(TransformerMixin, BaseEstimator):
+    """Shared ``transform`` of the explicit feature maps (subclasses define ``_features``)."""
+
+    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """The features ``Φ(X)``, of shape (n_samples, n_features)."""
+        check_is_fitted(self, "n_features_out_")
+        X = check_array(X)
+        check_n_features(X, self.n_features_in_, type(self).__name__)
+        return self._features(X)
+
+    def _features(self, X: NDArray[np.float64]) -> NDArray[np.float64]:  # pragma: no cover
+        raise NotImplementedError
+
+
+class RandomFourierFeatures(_FeatureMap):
     """Random Fourier features for the RBF kernel ``exp(−‖x−y‖²/(2σ²))``.
 
     ``Φ(x) = [cos(ω_iᵀx), sin(ω_iᵀx)]_{i=1..J/2} / √(J/2)`` with
@@ -146,13 +160,6 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.n_features_out_ = J
         return self
 
-    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """The features ``Φ(X)``, of shape (n_samples, n_features)."""
-        check_is_fitted(self, "frequencies_")
-        X = check_array(X)
-        check_n_features(X, self.n_features_in_, type(self).__name__)
-        return self._features(X)
-
     def _project(self, X: NDArray[np.float64], W: NDArray[np.float64]) -> NDArray[np.float64]:
         """``Φ(X) @ W`` (no checks)."""
         return self._features(X) @ W
@@ -169,7 +176,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         return out
 
 
-class NystroemFeatures(TransformerMixin, BaseEstimator):
+class NystroemFeatures(_FeatureMap):
     """Nyström features: ``Φ(x) = k(x, L) U S^{-1/2}`` for ``J`` random landmarks ``L``.
 
     With ``K_LL = U S Uᵀ`` the kernel matrix of the landmarks,
@@ -253,13 +260,6 @@ class NystroemFeatures(TransformerMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.n_features_out_ = J
         return self
-
-    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """The features ``Φ(X) = k(X, landmarks_) @ normalization_``."""
-        check_is_fitted(self, "normalization_")
-        X = check_array(X)
-        check_n_features(X, self.n_features_in_, type(self).__name__)
-        return self._features(X)
 
     def _features(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         return self._kernel_function()(X, self.landmarks_) @ self.normalization_
