@@ -49,8 +49,11 @@ def run(n: int, jobs: int, assignment: str) -> tuple[float, float]:
         cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         with open(Path(tmp) / "out" / "grades.csv", newline="") as fh:
             rows = list(csv.DictReader(fh))
-        full = sum(r["status"] == "graded" and r["score"] == r["max_score"] for r in rows)
-        assert rc == 0 and full == n, f"{full} of {n} got full marks"
+        short = [r for r in rows if not (r["status"] == "graded" and r["score"] == r["max_score"])]
+        for r in short:
+            feedback = (Path(tmp) / "out" / "feedback" / f"{r['submission']}.md").read_text()
+            print(f"{r['submission']}: {r['status']} {r['score']}/{r['max_score']}\n{feedback}")
+        assert rc == 0 and not short, f"{n - len(short)} of {n} got full marks"
     return elapsed, cpu
 
 
