@@ -57,6 +57,32 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
             nbformat.write(nb, tmp / f"{name}.ipynb")
         expect[name] = (status, score, per)
 
+    # A submission that sabotages the next one in its nbval chunk: a background process
+    # waits until that notebook's kernel has read its grader config, then kills the nbval
+    # child mid-run. The victim is run again alone (with its config written again) and
+    # keeps full marks; the saboteur's own notebook had already finished.
+    killer = (
+        "import os, signal, sys, time\n"
+        "parent = int(sys.argv[1])\n"
+        "args = open(f'/proc/{parent}/cmdline', 'rb').read().split(b'\\0')\n"
+        "mine = [i for i, a in enumerate(args) if os.getcwd().encode() in a]\n"
+        "if mine and mine[0] + 1 < len(args) and args[mine[0] + 1].endswith(b'.ipynb'):\n"
+        "    config = os.path.join(os.path.dirname(args[mine[0] + 1].decode()), 'grader-config.json')\n"
+        "    deadline = time.time() + 60\n"
+        "    while os.path.exists(config) and time.time() < deadline:\n"
+        "        time.sleep(0.01)\n"
+        "    os.kill(parent, signal.SIGKILL)\n"
+    )
+    nb = student_copy()
+    cell(nb, "q2-answer").source += (
+        "\nimport os, subprocess, sys\n"
+        f"_killer = {killer!r}\n"
+        "subprocess.Popen([sys.executable, '-c', _killer, str(os.getppid())],\n"
+        "                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    )
+    save("saboteur", nb, "graded", 12, full)
+    save("victim", student_copy(), "graded", 12, full)
+
     save("full", student_copy(), "graded", 12, full)
     save("blank", blank(), "graded", 0, zero)
 
@@ -146,6 +172,12 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
         "blocks = []\nwhile True:\n    blocks.append(bytearray(50_000_000))\n"
     )
     save("memory_bomb", nb, "crashed", 9, {**full, "q2_feature_count": 0})
+
+    # Kills the grader's nbval child and with it every submission of its chunk: the others
+    # are run again alone and keep their full marks; this one keeps what it exported.
+    nb = student_copy()
+    cell(nb, "q2-answer").source = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
+    save("kill_grader", nb, "crashed", 9, {**full, "q2_feature_count": 0})
 
     nb = student_copy()
     cell(nb, "q1-p3-answer").source = (

@@ -162,8 +162,12 @@ def _prepare(job: _Job) -> Run:
         "out": str(folder / "exports"),
         "inputs": {q: {k: encode(v) for k, v in inp.items()} for q, inp in job.inputs.items()},
     }
-    (folder / "grader-config.json").write_text(json.dumps(config))
-    return Run(folder / "submission.ipynb", n_cells=len(nb.cells))
+    text = json.dumps(config)
+
+    def write_config() -> None:  # the kernel reads and deletes it; rewritten for a re-run
+        (folder / "grader-config.json").write_text(text)
+
+    return Run(folder / "submission.ipynb", n_cells=len(nb.cells), setup=write_config)
 
 
 def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]:

@@ -46,6 +46,9 @@ class Run:
 
     notebook: Path
     n_cells: int
+    #: Called before every attempt (a notebook whose chunk died is run again alone, and
+    #: its first attempt may have consumed files it needs, such as the grader's config).
+    setup: Callable[[], None] | None = None
     cells: dict[int, CellOutcome] = field(default_factory=dict)
     finished: bool = False
     note: str = ""
@@ -115,6 +118,9 @@ _CELL = re.compile(r"Cell (\d+)")
 
 
 def _run_chunk(runs: list[Run], workdir: Path, timeout: float, memory_mb: int) -> None:
+    for r in runs:
+        if r.setup is not None:
+            r.setup()
     token = secrets.token_hex(8)
     report = workdir / f"report-{token}.jsonl"
     ini = workdir / "pytest.ini"
