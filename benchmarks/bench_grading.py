@@ -19,8 +19,8 @@ from pathlib import Path
 
 import nbformat
 
-from kpca_lib.cli import main
-from kpca_lib.grading.notebooks import meta
+from kpca_lib.course.cli import main
+from kpca_lib.course.grading.notebooks import meta
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -117,7 +117,13 @@ def load_faces() -> Bunch:
         ``images`` (200, 25, 25), ``data`` (200, 625), ``target`` (200,) with
         1 for a face and 0 for a non-face, ``target_names`` and ``DESCR``.
     """
-    from skimage.data import lfw_subset
+    try:
+        from skimage.data import lfw_subset
+    except ImportError as exc:
+        raise ImportError(
+            "load_faces needs scikit-image (skimage.data.lfw_subset); install it with "
+            "`pip install 'kpca-course[faces]'` or `pip install scikit-image`."
+        ) from exc
 
     images = np.asarray(lfw_subset(), dtype=np.float64)
     n = images.shape[0]

@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kpca_lib.cli import main
-from kpca_lib.grading.notebooks import meta
-from kpca_lib.grading.plain import AnswerError, decode, dumps, encode, loads
+from kpca_lib.course.cli import main
+from kpca_lib.course.grading.notebooks import meta
+from kpca_lib.course.grading.plain import AnswerError, decode, dumps, encode, loads
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"
@@ -122,10 +122,10 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
     nb = blank()
     cell(nb, "q1-p3-answer").source = (
         "import numpy as np\n"
-        "import kpca_lib.checks as C\n"
-        "import kpca_lib.grading.evaluate as E\n"
-        "import kpca_lib.grading.plain as P\n"
-        "import kpca_lib.grading.questions as Q\n"
+        "import kpca_lib.course.checks as C\n"
+        "import kpca_lib.course.grading.evaluate as E\n"
+        "import kpca_lib.course.grading.plain as P\n"
+        "import kpca_lib.course.grading.questions as Q\n"
         "np.allclose = lambda *a, **k: True\n"
         "np.max = lambda *a, **k: 0.0\n"
         "C.check = lambda *a, **k: print('all checks passed')\n"
@@ -306,7 +306,7 @@ def test_regrading_gives_the_same_grades(tmp_path):
 
 
 def test_output_folder_is_replaced_atomically(tmp_path, monkeypatch):
-    from kpca_lib.grading import grade as grade_module
+    from kpca_lib.course.grading import grade as grade_module
 
     target = tmp_path / "grades"
     target.mkdir()

@@ -69,3 +69,29 @@ def test_installed_environment_matches_lock():
         if installed != version:
             mismatched.append(f"{name} {installed} != {version}")
     assert not mismatched, "the environment drifted from requirements-lock.txt: " + ", ".join(mismatched)
+
+
+def test_base_install_is_the_library_only():
+    """`pip install kpca-course` (a Colab user) gets no JupyterLab, nbval or nbformat."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    assert base == {"numpy", "scipy", "scikit-learn", "matplotlib", "ipywidgets", "threadpoolctl"}
+    course = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["course"]}
+    assert {"jupyterlab", "nbval", "nbformat"} <= course
+
+
+def test_math_modules_never_import_the_course_tooling():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kpca_lib\n"
+        "for m in ('analysis', 'approximation', 'centering', 'datasets', 'features', 'kernels',\n"
+        "          'mercer', 'pca', 'kernel_pca', 'plotting', 'widgets'):\n"
+        "    __import__('kpca_lib.' + m)\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('kpca_lib.course', 'nbformat',\n"
+        "             'nbval', 'jupyterlab', 'nbclient', 'skimage', 'pytest')))\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

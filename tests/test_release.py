@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kpca_lib.cli import main
-from kpca_lib.grading.notebooks import meta, read_solution, strip_solutions
-from kpca_lib.release import release
+from kpca_lib.course.cli import main
+from kpca_lib.course.grading.notebooks import meta, read_solution, strip_solutions
+from kpca_lib.course.release import release
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))

@@ -234,7 +234,7 @@ def _sigma_exercise() -> tuple[Path, Path]:
 
 def _answer_cell_source(saved: Path, solution_path: Path) -> str:
     """The source the grader reads for the σ question, from the saved notebook on disk."""
-    from kpca_lib.grading.notebooks import extract_answers, read_solution
+    from kpca_lib.course.grading.notebooks import extract_answers, read_solution
 
     solution = read_solution(solution_path, with_hidden=False)
     submission = nbformat.read(saved, as_version=4)
@@ -322,6 +322,6 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
     namespace: dict = {}
     exec(compile(source, "<answer cell>", "exec"), namespace)
     assert namespace["answer_sigma"] == float(value)
-    from kpca_lib.checks import check
+    from kpca_lib.course.checks import check
 
     check(SIGMA_QUESTION, namespace)  # raises CheckFailed when any check fails

@@ -7,9 +7,9 @@ A :class:`Question` says
   grader draws them with its own seed, unknown to students; the public checks in
   the notebook use a fixed seed;
 * ``probe(namespace, inputs)``: runs in the student's kernel, calls the student's
-  functions on the inputs and returns *plain data* (see :mod:`kpca_lib.grading.plain`);
+  functions on the inputs and returns *plain data* (see :mod:`kpca_lib.course.grading.plain`);
 * ``checks``: functions ``check(answers, inputs) -> str`` of the decoded plain data
-  that return a success message or raise :class:`~kpca_lib.grading.plain.CheckError`.
+  that return a success message or raise :class:`~kpca_lib.course.grading.plain.CheckError`.
   They compute their references with the trusted library, in whatever process calls
   them: in the grader, that is the grader's own process.
 
@@ -447,7 +447,7 @@ def _gram_vectors(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- q4: centring
 def _rbf(A: np.ndarray, B: np.ndarray, sigma: float) -> np.ndarray:
-    from ..kernels import rbf_kernel
+    from ...kernels import rbf_kernel
 
     return rbf_kernel(A, B, sigma=sigma)
 
@@ -471,7 +471,7 @@ def _center_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, An
 
 
 def compare_centered(answers: dict[str, Any], inputs: dict[str, Any], base: str, new: bool) -> str:
-    from ..centering import center_kernel, center_test_kernel
+    from ...centering import center_kernel, center_test_kernel
 
     K_train = np.asarray(inputs[base])
     if new:
@@ -500,7 +500,7 @@ def compare_centered(answers: dict[str, Any], inputs: dict[str, Any], base: str,
 # --------------------------------------------------------------------------- q5: kernel PCA
 def kpca_reference(K: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues ``nλ`` and ``α`` (columns) of the centred ``K``, top ``k``."""
-    from ..centering import center_kernel
+    from ...centering import center_kernel
 
     Kc = center_kernel(K)
     Kc = (Kc + Kc.T) / 2
@@ -530,7 +530,7 @@ def _kpca_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]
 
 
 def compare_kpca(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> str:
-    from ..centering import center_kernel, center_test_kernel
+    from ...centering import center_kernel, center_test_kernel
 
     K, k = np.asarray(inputs["K"]), int(inputs["k"])
     vals, alphas = kpca_reference(K, k)
@@ -587,8 +587,8 @@ def _mercer_complete(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 def verify_counterexample(name: str, points: Any) -> str:
     """Check in the caller's process that ``points`` violate Mercer's condition for ``name``."""
-    from ..kernels import kernel_matrix
-    from ..mercer import check_mercer_matrix
+    from ...kernels import kernel_matrix
+    from ...mercer import check_mercer_matrix
 
     formula, k = mercer_candidates()[name]
     P = as_array(points, f"counterexamples[{name!r}]", ndim=2)
@@ -633,7 +633,7 @@ FACE_TARGET = 0.175
 @lru_cache(maxsize=1)
 def homework_moons() -> tuple[np.ndarray, np.ndarray]:
     """The two moons of question 7: ``make_moons(100, noise=0.05, random_state=0)``."""
-    from ..datasets import make_moons
+    from ...datasets import make_moons
 
     X, y = make_moons(n_samples=100, noise=0.05, random_state=0)
     X.setflags(write=False)
@@ -647,8 +647,8 @@ def homework_faces() -> tuple[Any, np.ndarray, np.ndarray]:
 
     Returns ``(pca, train_faces, face)``.
     """
-    from ..datasets import load_faces
-    from ..pca import PCA
+    from ...datasets import load_faces
+    from ...pca import PCA
 
     faces = load_faces().data[:100]
     train = faces[:80]
@@ -661,7 +661,7 @@ def _sigma_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any
 
 
 def _sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    from ..analysis import first_component_separates
+    from ...analysis import first_component_separates
 
     sigma = as_float(answers["sigma"], "answer_sigma")
     lo, hi = SIGMA_RANGE
@@ -683,7 +683,7 @@ def _r_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _r_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    from ..analysis import reconstruction_errors
+    from ...analysis import reconstruction_errors
 
     r = as_int(answers["r"], "answer_r")
     pca, _, face = homework_faces()

@@ -1,7 +1,7 @@
 """``kpca-course release``: generate ``exercises/`` from ``solutions/``.
 
 Each ``solutions/NN_*.ipynb`` becomes ``exercises/NN_*.ipynb`` (see
-:func:`kpca_lib.grading.notebooks.release_notebook`): every ``### BEGIN SOLUTION`` …
+:func:`kpca_lib.course.grading.notebooks.release_notebook`): every ``### BEGIN SOLUTION`` …
 ``### END SOLUTION`` region becomes a stub, hidden checks and solution-only cells are
 removed, outputs are cleared, cell ids are kept, and check cells are read-only
 (``editable: false``, ``deletable: false``). The output is deterministic, so
@@ -23,7 +23,7 @@ SOLUTION_GLOB = "[0-9][0-9]_*.ipynb"
 
 def default_paths() -> tuple[Path, Path]:
     """``solutions/`` and ``exercises/`` of the repository (or of the current folder)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / "solutions").is_dir():
         root = Path.cwd()
     return root / "solutions", root / "exercises"

@@ -9,7 +9,7 @@ HMAC of the content.
 
 Nothing here is trusted by the grader: student code can replace any of it. What
 student code can do with that is limited to its *own* answer values, which the grader
-validates and checks against its own computations (see :mod:`kpca_lib.grading.grade`).
+validates and checks against its own computations (see :mod:`kpca_lib.course.grading.grade`).
 The key only stops one submission's kernel from writing another submission's answers.
 """
 

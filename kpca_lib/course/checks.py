@@ -2,7 +2,7 @@
 
 In a check cell::
 
-    from kpca_lib.checks import check
+    from kpca_lib.course.checks import check
     check("q1_phi_p3", globals())
 
 ``check`` evaluates the answers of that question (the names the question asks for,

@@ -10,7 +10,7 @@ Every code cell of a ``solutions/NN_*.ipynb`` notebook carries ``metadata["kpca"
     {"role": "solution-only"}     # any cell type; removed from the exercises
 
 ``points`` of an answer cell is the question's total: its public checks
-(:mod:`kpca_lib.grading.questions`) plus its hidden checks. An answer cell may carry
+(:mod:`kpca_lib.course.grading.questions`) plus its hidden checks. An answer cell may carry
 ``"stubs"``: one replacement per ``### BEGIN SOLUTION`` region (default:
 ``raise NotImplementedError(...)``). The notebook's own metadata has
 ``{"kpca": {"assignment": "<stem>", "questions": [...]}}``.
@@ -82,7 +82,7 @@ def _hidden_from_cell(cell: Any) -> Check:
     def register(question_id: str, fn: Any, namespace: Any = None) -> None:
         found.append((question_id, fn))
 
-    import kpca_lib.checks as public_checks
+    import kpca_lib.course.checks as public_checks
 
     ns: dict[str, Any] = {"__name__": "kpca_hidden_check"}
     original = public_checks.run_hidden_check

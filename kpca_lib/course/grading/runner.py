@@ -128,7 +128,7 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, memory_mb: int) -
     cmd = [
         sys.executable, "-m", "pytest", "-q", "-c", str(ini), "--rootdir", str(workdir),
         "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
-        "-p", "no:randomly", "-p", "kpca_lib.grading.report_plugin",
+        "-p", "no:randomly", "-p", "kpca_lib.course.grading.report_plugin",
         "--nbval-lax", "--nbval-current-env",
         f"--nbval-cell-timeout={timeout:g}", f"--nbval-kernel-startup-timeout={STARTUP:g}",
         *[str(r.notebook) for r in runs],

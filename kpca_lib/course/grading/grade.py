@@ -4,13 +4,13 @@ For each submission:
 
 1. read it defensively (size, JSON, nbformat ≥ 4, the right assignment); otherwise
    its row says ``invalid`` and why;
-2. take only its answer cells (:func:`~kpca_lib.grading.notebooks.extract_answers`)
+2. take only its answer cells (:func:`~kpca_lib.course.grading.notebooks.extract_answers`)
    and rebuild the notebook from the trusted ``solutions/`` source: set-up cells,
    the answers, and an export cell after each question;
-3. run it through nbval in a child process (:mod:`kpca_lib.grading.runner`), in a
+3. run it through nbval in a child process (:mod:`kpca_lib.course.grading.runner`), in a
    scratch folder that holds only that notebook and the grader's inputs;
 4. in *this* process, verify each export's HMAC, decode it as plain data, and run
-   the public checks (:mod:`kpca_lib.grading.questions`) and the hidden checks (read
+   the public checks (:mod:`kpca_lib.course.grading.questions`) and the hidden checks (read
    from ``solutions/``) against the grader's own computations. Student code never
    runs here, and nothing from the kernel is unpickled or imported.
 
@@ -55,7 +55,7 @@ MAX_RESUMES = 3
 
 PREAMBLE = """\
 # Added by the grader.
-from kpca_lib.grading.kernel_side import install as _kpca_install
+from kpca_lib.course.grading.kernel_side import install as _kpca_install
 _kpca_export = _kpca_install(globals(), "grader-config.json")
 del _kpca_install
 """
