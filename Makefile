@@ -70,7 +70,7 @@ notebooks: setup
 	$(BIN)/kpca-course release
 
 lock: setup
-	$(BIN)/python -m pip freeze --exclude-editable --exclude kpca-course | LC_ALL=C sort > requirements-lock.txt
+	$(BIN)/python -m pip freeze --all --exclude-editable --exclude kpca-course --exclude pip | LC_ALL=C sort > requirements-lock.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info
