@@ -45,6 +45,7 @@ __all__ = [
     "fixed_point_preimage",
     "denoise",
     "rbf_sigma",
+    "expansion_coefficients",
 ]
 
 KernelFunction = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
@@ -261,28 +262,68 @@ def _check_rbf_estimator(estimator: Any) -> tuple[NDArray, NDArray, float]:
     alphas = getattr(estimator, "alphas_", None)
     if X_fit is None or alphas is None:
         raise ValueError(
-            "the fixed-point pre-image needs the training points and the exact alphas_; the "
-            "estimator was fitted with an approximation. Fit with approximation=None."
+            "the fixed-point pre-image needs the training points X_fit_ and the exact "
+            f"alphas_ of a fitted kpca_lib.KernelPCA; {type(estimator).__name__} has "
+            f"{'no X_fit_' if X_fit is None else 'no alphas_'} (an approximation keeps neither: "
+            "fit with approximation=None)."
         )
     return np.asarray(X_fit, dtype=np.float64), np.asarray(alphas, dtype=np.float64), rbf_sigma(
         estimator
     )
 
 
-def _training_objective(
+def expansion_coefficients(alphas: ArrayLike, Z: ArrayLike) -> NDArray[np.float64]:
+    """Coefficients ``γ`` of the feature-space reconstructions ``PΦ = Σ_i γ_i Φ(x_i)``.
+
+    ``γ_i = 1/n + Σ_k z_k (α_ik − ᾱ_k)`` for each row ``z`` of ``Z`` (the
+    derivation is in :func:`fixed_point_preimage`); every row sums to 1.
+
+    Parameters
+    ----------
+    alphas : array-like of shape (n_samples, n_components)
+        ``KernelPCA.alphas_`` (``α_k = β_k/√(nλ_k)``, on the centred features).
+    Z : array-like of shape (n_points, n_components)
+        Projections on those components.
+
+    Returns
+    -------
+    ndarray of shape (n_points, n_samples)
+    """
+    alphas = check_array(alphas, "alphas")
+    Z = check_array(Z, "Z")
+    if Z.shape[1] != alphas.shape[1]:
+        raise ValueError(
+            f"Z has {Z.shape[1]} columns, but alphas has {alphas.shape[1]} components."
+        )
+    return 1.0 / alphas.shape[0] + Z @ (alphas - alphas.mean(axis=0)).T
+
+
+#: Training points with the largest γ_i tried as starting points.
+_N_CANDIDATES = 16
+
+
+def _best_training_start(
     G: NDArray[np.float64], Xc: NDArray[np.float64], sigma: float
-) -> NDArray[np.float64]:
-    """``ρ(x_j) = Σ_i γ_i k(x_j, x_i)`` for every training point x_j: (m, n), in row blocks."""
-    n = Xc.shape[0]
-    out = np.empty((G.shape[0], n))
-    rows = max(1, _BLOCK // n)
-    for start in range(0, n, rows):
-        block = slice(start, start + rows)
-        K = squared_distances(Xc[block], Xc)
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """For each row of ``G``, the training point with the largest ``ρ`` among those with the
+    largest ``γ_i``, and that ``ρ``: O(m·c·n·d) time, in blocks."""
+    m, n = G.shape
+    c = min(n, _N_CANDIDATES)
+    cand = np.argpartition(-G, c - 1, axis=1)[:, :c] if c < n else np.tile(np.arange(n), (m, 1))
+    start = np.empty((m, Xc.shape[1]))
+    rho = np.empty(m)
+    rows = max(1, _BLOCK // (c * n))
+    for first in range(0, m, rows):
+        block = slice(first, first + rows)
+        b = cand[block]
+        K = squared_distances(Xc[b.ravel()], Xc)
         K *= -1.0 / (2.0 * sigma**2)
         np.exp(K, out=K)
-        out[:, block] = G @ K.T
-    return out
+        values = np.einsum("rcn,rn->rc", K.reshape(b.shape[0], c, n), G[block])
+        best = np.argmax(values, axis=1)
+        start[block] = Xc[b[np.arange(b.shape[0]), best]]
+        rho[block] = values[np.arange(b.shape[0]), best]
+    return start, rho
 
 
 def _rho(G: NDArray, Y: NDArray, Xc: NDArray, sigma: float) -> tuple[NDArray, NDArray, NDArray]:
@@ -300,7 +341,7 @@ def _rho(G: NDArray, Y: NDArray, Xc: NDArray, sigma: float) -> tuple[NDArray, ND
 
 
 def _fixed_point_block(
-    G: NDArray, Y: NDArray, Xc: NDArray, sigma: float, max_iter: int, tol: float
+    G: NDArray, Y: NDArray, restart: NDArray, Xc: NDArray, sigma: float, max_iter: int, tol: float
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Run the iteration for the rows of ``Y`` (centred coordinates) with weights ``G``."""
     m = Y.shape[0]
@@ -320,14 +361,14 @@ def _fixed_point_block(
         best[idx[better]] = Y[idx[better]]
         best_obj[idx[better]] = rho[better]
         # Cancellation between positive and negative γ_i (or a negative sum) leaves no
-        # usable step: restart once from the best training point, then give up.
+        # usable step: restart once from the best training start, then give up.
         degenerate = denom <= 1e-10 * np.abs(W).sum(axis=1)
         if np.any(degenerate):
             bad = idx[degenerate]
             active[bad[restarted[bad]]] = False
             fresh = bad[~restarted[bad]]
             if fresh.size:
-                Y[fresh] = Xc[np.argmax(_training_objective(G[fresh], Xc, sigma), axis=1)]
+                Y[fresh] = restart[fresh]
                 restarted[fresh] = True
         ok = ~degenerate
         step = idx[ok]
@@ -345,6 +386,24 @@ def _fixed_point_block(
     best[better] = Y[better]
     best_obj[better] = rho[better]
     return best, converged, n_iter, best_obj
+
+
+def _fixed_point_blocks(
+    G: NDArray, Y0: NDArray, restart: NDArray, Xc: NDArray, sigma: float, max_iter: int, tol: float
+) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """:func:`_fixed_point_block` over row blocks of at most ``_BLOCK`` kernel entries."""
+    m, n = G.shape
+    X_out = np.empty_like(Y0)
+    converged = np.empty(m, dtype=bool)
+    n_iter = np.empty(m, dtype=np.int64)
+    objective = np.empty(m)
+    rows = max(1, _BLOCK // n)
+    for start in range(0, m, rows):
+        block = slice(start, start + rows)
+        X_out[block], converged[block], n_iter[block], objective[block] = _fixed_point_block(
+            G[block], Y0[block], restart[block], Xc, sigma, max_iter, tol
+        )
+    return X_out, converged, n_iter, objective
 
 
 def fixed_point_preimage(
@@ -377,10 +436,17 @@ def fixed_point_preimage(
     divided out of both sums, so points far from the data do not underflow to
     0/0. When the denominator ``ρ(z)`` is not clearly positive (the γ_i have
     both signs and cancel, or sum to a negative value, where a step would go
-    *down* ``ρ``), the point restarts once from the training point ``x_j`` with
-    the largest ``ρ(x_j)``; if that happens again, it stops. The returned
-    pre-image is the last iterate if converged, else the iterate with the
-    largest ``ρ`` met: never NaN.
+    *down* ``ρ``), the point restarts once from the *training start* (below);
+    if that happens again, it stops. The returned pre-image is the last
+    iterate if converged, else the iterate with the largest ``ρ`` met: never
+    NaN.
+
+    The iteration finds a *local* maximum of ``ρ``. The training start of a
+    point is, among the 16 training points with the largest ``γ_i``, the one
+    with the largest ``ρ(x_j)``. When a given ``X_init`` ends at a lower ``ρ``
+    than its training start (a poor local maximum, e.g. from a start far from
+    the data), the iteration is repeated from the training start and the
+    result with the larger ``ρ`` is kept.
 
     Parameters
     ----------
@@ -390,8 +456,8 @@ def fixed_point_preimage(
     Z : array-like of shape (n_points, n_components)
         Projections, e.g. ``estimator.transform(X)``.
     X_init : array-like of shape (n_points, n_features), optional
-        Starting points, e.g. the noisy inputs or the ridge pre-images. Default:
-        for each point the training point with the largest ``ρ``.
+        Starting points, e.g. the noisy inputs or the ridge pre-images.
+        Default: the training start of each point.
     max_iter : int, default=100
         Maximum number of iterations per point.
     tol : float, default=1e-8
@@ -424,14 +490,11 @@ def fixed_point_preimage(
     # Work in coordinates centred on the training mean: distances without cancellation.
     mean = X_fit.mean(axis=0)
     Xc = X_fit - mean
-    G = 1.0 / n + Z @ (alphas - alphas.mean(axis=0)).T  # (m, n): the γ_i of every point
+    G = expansion_coefficients(alphas, Z)
     m = Z.shape[0]
+    Y_train, rho_train = _best_training_start(G, Xc, sigma)
     if X_init is None:
-        Y0 = np.empty((m, d))
-        rows = max(1, _BLOCK // n)
-        for start in range(0, m, rows):
-            block = slice(start, start + rows)
-            Y0[block] = Xc[np.argmax(_training_objective(G[block], Xc, sigma), axis=1)]
+        Y0 = Y_train
     else:
         Y0 = check_array(X_init, "X_init")
         if Y0.shape != (m, d):
@@ -440,16 +503,19 @@ def fixed_point_preimage(
                 f"got {Y0.shape}."
             )
         Y0 = Y0 - mean
-    X_out = np.empty((m, d))
-    converged = np.empty(m, dtype=bool)
-    n_iter = np.empty(m, dtype=np.int64)
-    objective = np.empty(m)
-    rows = max(1, _BLOCK // n)
-    for start in range(0, m, rows):
-        block = slice(start, start + rows)
-        X_out[block], converged[block], n_iter[block], objective[block] = _fixed_point_block(
-            G[block], Y0[block], Xc, sigma, max_iter, tol
-        )
+    X_out, converged, n_iter, objective = _fixed_point_blocks(
+        G, Y0, Y_train, Xc, sigma, max_iter, tol
+    )
+    if X_init is not None:
+        # A local maximum below a training point's ρ: try again from that training point.
+        worse = np.flatnonzero(objective < rho_train - 1e-12 * np.abs(rho_train))
+        if worse.size:
+            again = _fixed_point_blocks(
+                G[worse], Y_train[worse], Y_train[worse], Xc, sigma, max_iter, tol
+            )
+            better = again[3] > objective[worse]
+            for out, new in zip((X_out, converged, n_iter, objective), again, strict=True):
+                out[worse[better]] = new[better]
     X_out += mean
     if not np.all(converged):
         warnings.warn(
