@@ -577,7 +577,7 @@ def denoise(
     if preimage_map is not None:
         return preimage_map.predict(Z)
     inverse = getattr(estimator, "inverse_transform", None)
-    if inverse is None or getattr(estimator, "dual_coef_", None) is None:
+    if inverse is None or getattr(estimator, "fit_inverse_transform", True) is False:
         raise ValueError(
             "method='ridge' needs a learned pre-image map: fit the estimator with "
             "fit_inverse_transform=True, or pass preimage_map=fit_preimage_map(...)."

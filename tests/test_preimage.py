@@ -257,8 +257,12 @@ def test_denoise_methods_and_errors(rng):
     np.testing.assert_allclose(
         denoise(sk, noisy), sk.inverse_transform(sk.transform(noisy)), atol=1e-12
     )
-    with pytest.raises(ValueError, match="fit_inverse_transform=True.*preimage_map"):
-        denoise(KernelPCA(2, kernel="poly").fit(X), noisy, method="ridge")
+    for no_map in (
+        SKKernelPCA(2, gamma=0.5).fit(X),  # fit_inverse_transform=False
+        types.SimpleNamespace(transform=kp.transform),  # no inverse_transform at all
+    ):
+        with pytest.raises(ValueError, match="fit_inverse_transform=True.*preimage_map"):
+            denoise(no_map, noisy, method="ridge")
     with pytest.raises(ValueError, match="method must be one of"):
         denoise(kp, noisy, method="mika")
     with pytest.raises(ValueError, match="preimage_map"):
