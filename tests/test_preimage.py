@@ -225,6 +225,26 @@ def test_fixed_point_rejects_other_kernels_and_approximations(rng):
         fixed_point_preimage(kp, kp.transform(X), tol=-1.0)
 
 
+def test_fixed_point_extreme_inputs_error_or_stay_finite(rng):
+    X, _ = _blobs(rng)
+    kp = KernelPCA(2, sigma=1.0).fit(X)
+    huge = fixed_point_preimage(kp, np.array([[1e300, -1e300], [1e300, 1e300]]))
+    assert np.all(np.isfinite(huge.X))
+    kp.alphas_ = kp.alphas_ * 1e300  # tampered with after fit
+    with pytest.raises(ValueError, match="Z is too large"):
+        fixed_point_preimage(kp, np.full((1, 2), 1e10))
+    kp.sigma = 1e-160  # changed after fit: σ² underflows
+    with pytest.raises(ValueError, match="sigma=1e-160 is too small"):
+        fixed_point_preimage(kp, np.zeros((1, 2)))
+    kp.sigma = 1e200  # a constant kernel: the pre-image is the γ-weighted mean
+    res = fixed_point_preimage(kp, np.zeros((2, 2)))
+    np.testing.assert_allclose(res.X, np.tile(X.mean(axis=0), (2, 1)), atol=1e-9)
+    far = KernelPCA(2, sigma=1.0).fit(X + 1e6)  # data far from the origin
+    res = fixed_point_preimage(far, far.transform(X[:3] + 1e6))
+    near = fixed_point_preimage(kp_ := KernelPCA(2, sigma=1.0).fit(X), kp_.transform(X[:3]))
+    np.testing.assert_allclose(res.X - 1e6, near.X, atol=1e-6)
+
+
 def test_rbf_sigma_reads_sigma_or_gamma():
     ns = types.SimpleNamespace
     assert rbf_sigma(ns(sigma=2.0)) == 2.0
