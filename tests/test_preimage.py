@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.optimize
+from sklearn.base import BaseEstimator
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA as SKPCA
 from sklearn.decomposition import KernelPCA as SKKernelPCA
@@ -225,23 +226,37 @@ def test_fixed_point_rejects_other_kernels_and_approximations(rng):
         fixed_point_preimage(kp, kp.transform(X), tol=-1.0)
 
 
+class _FittedRBF(BaseEstimator):
+    """A fitted RBF kernel PCA as fixed_point_preimage sees it, with any attributes."""
+
+    def __init__(self, X_fit_=None, alphas_=None, eigenvalues_=None, sigma=1.0, kernel="rbf"):
+        self.X_fit_, self.alphas_, self.eigenvalues_ = X_fit_, alphas_, eigenvalues_
+        self.sigma, self.kernel = sigma, kernel
+
+    def fit(self, X, y=None):  # never called; sklearn's check_is_fitted wants an estimator
+        raise NotImplementedError
+
+
+def _fitted_rbf(kp, **changes):
+    attributes = {"X_fit_": kp.X_fit_, "alphas_": kp.alphas_, "eigenvalues_": kp.eigenvalues_}
+    return _FittedRBF(**{**attributes, **changes})
+
+
 def test_fixed_point_extreme_inputs_error_or_stay_finite(rng):
     X, _ = _blobs(rng)
     kp = KernelPCA(2, sigma=1.0).fit(X)
     huge = fixed_point_preimage(kp, np.array([[1e300, -1e300], [1e300, 1e300]]))
     assert np.all(np.isfinite(huge.X))
-    kp.alphas_ = kp.alphas_ * 1e300  # tampered with after fit
     with pytest.raises(ValueError, match="Z is too large"):
-        fixed_point_preimage(kp, np.full((1, 2), 1e10))
-    kp.sigma = 1e-160  # changed after fit: σ² underflows
-    with pytest.raises(ValueError, match="sigma=1e-160 is too small"):
-        fixed_point_preimage(kp, np.zeros((1, 2)))
-    kp.sigma = 1e200  # a constant kernel: the pre-image is the γ-weighted mean
-    res = fixed_point_preimage(kp, np.zeros((2, 2)))
+        fixed_point_preimage(_fitted_rbf(kp, alphas_=kp.alphas_ * 1e300), np.full((1, 2), 1e10))
+    with pytest.raises(ValueError, match="sigma=1e-160 is too small"):  # σ² underflows
+        fixed_point_preimage(_fitted_rbf(kp, sigma=1e-160), np.zeros((1, 2)))
+    # σ = 1e200: a constant kernel, whose pre-image is the γ-weighted mean (Σ γ_i = 1)
+    res = fixed_point_preimage(_fitted_rbf(kp, sigma=1e200), np.zeros((2, 2)))
     np.testing.assert_allclose(res.X, np.tile(X.mean(axis=0), (2, 1)), atol=1e-9)
     far = KernelPCA(2, sigma=1.0).fit(X + 1e6)  # data far from the origin
     res = fixed_point_preimage(far, far.transform(X[:3] + 1e6))
-    near = fixed_point_preimage(kp_ := KernelPCA(2, sigma=1.0).fit(X), kp_.transform(X[:3]))
+    near = fixed_point_preimage(kp, kp.transform(X[:3]))
     np.testing.assert_allclose(res.X - 1e6, near.X, atol=1e-6)
 
 
