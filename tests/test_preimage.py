@@ -307,9 +307,12 @@ def test_denoise_methods_and_errors(rng):
 
 @pytest.fixture(scope="module")
 def noisy_digits():
-    """load_digits scaled to [0, 1] (X/16), 1000 training and 200 test images, Gaussian noise
-    of standard deviation 0.25 on both, as in scikit-learn's plot_digits_denoising example
-    (which uses USPS 16×16 images from OpenML; load_digits is the offline 8×8 analogue)."""
+    """Noisy digits as in scikit-learn's plot_digits_denoising example: images scaled to
+    [0, 1], a stratified split with random_state=0 and 1000 training images, Gaussian noise of
+    standard deviation 0.25 from RandomState(0) (test images first, then training images), the
+    estimators fitted on the noisy training images. Differences: the example uses USPS 16×16
+    images from OpenML (a download) and 100 test images; here load_digits (8×8, offline,
+    X/16) and 200 test images."""
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     X_train, X_test = train_test_split(X, stratify=y, random_state=0, train_size=1000, test_size=200)
