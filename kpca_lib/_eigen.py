@@ -74,6 +74,11 @@ _DENSE_TOL_FACTOR = 100.0
 
 _EPS64 = float(np.finfo(np.float64).eps)
 
+#: Deflation check of the operator paths: one random vector, 2 to 6 products. Products
+#: with a few columns cost several times one column with a matrix stored in panels, and
+#: one vector suffices to find a missed eigenvalue (the largest of the complement).
+_KRYLOV_CHECK = {"check_block": 1, "min_passes": 2, "max_passes": 6}
+
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
 
@@ -187,11 +192,16 @@ def flip_signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
     This is scikit-learn's ``svd_flip(u, None)`` convention, so that results
     are deterministic and compare directly with scikit-learn.
     """
+    V *= _signs(V)[None, :]
+    return V
+
+
+def _signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The sign of the largest-magnitude entry of every column (1 for a zero column)."""
     idx = np.argmax(np.abs(V), axis=0)
     signs = np.sign(V[idx, np.arange(V.shape[1])])
     signs[signs == 0] = 1.0
-    V *= signs[None, :]
-    return V
+    return signs
 
 
 def choose_solver(n: int, k: int, solver: str) -> str:
@@ -233,6 +243,18 @@ def _descending(
     eigenvalues = np.ascontiguousarray(eigenvalues[order], dtype=np.float64)
     eigenvectors = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
     return eigenvalues, flip_signs(eigenvectors)
+
+
+def _descending_with_images(
+    eigenvalues: NDArray[np.float64], eigenvectors: NDArray[np.float64], images: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`_descending`, applying the same order and signs to ``images = A @ eigenvectors``."""
+    order = np.argsort(eigenvalues, kind="stable")[::-1]
+    V = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
+    signs = _signs(V)
+    V *= signs
+    AV = images[:, order] * signs
+    return np.ascontiguousarray(eigenvalues[order], dtype=np.float64), V, AV
 
 
 # -- dense ---------------------------------------------------------------------------
@@ -542,7 +564,8 @@ def _arpack_attempt(
     w, V = _descending(w, V)
     seconds = time.perf_counter() - start
     check = verify_eigenpairs(
-        matmat, n, k, w, V, tol=max(arpack_tol, 1e-10), matrix_norm=matrix_norm, dtype_eps=dtype_eps
+        matmat, n, k, w, V, tol=max(arpack_tol, 1e-10), matrix_norm=matrix_norm,
+        dtype_eps=dtype_eps, **_KRYLOV_CHECK,
     )
     report.attempts.append(Attempt("arpack", "", seconds, calls[0], check))
     return (w, V) if check.ok else None
@@ -570,11 +593,12 @@ def _lanczos_attempts(
             matmat, n, k, tol=rtol, max_iter=max_iter, block_size=block,
             seed=attempt, start=start_block,
         )
-        w, V = _descending(theta, U)
+        w, V, AV = _descending_with_images(theta, U, info["AU"])
         seconds = time.perf_counter() - t0
         check = verify_eigenpairs(
-            matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"],
+            matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"], AU=AV,
             matrix_norm=matrix_norm, dtype_eps=dtype_eps, seed=1000 + attempt,
+            **_KRYLOV_CHECK,
         )
         detail = f"block size {block}"
         if not info["converged"]:
@@ -698,10 +722,11 @@ def lanczos_eigh(
     theta, U, info = _block_lanczos(
         matmat, n, k, tol=tol, max_iter=max_iter, block_size=b, max_basis=max_basis, seed=seed
     )
-    w, V = _descending(theta, U)
+    w, V, AV = _descending_with_images(theta, U, info["AU"])
     seconds = time.perf_counter() - t0
     check = verify_eigenpairs(
-        matmat, n, k, w, V, tol=tol, norm_estimate=info["scale"], dtype_eps=dtype_eps
+        matmat, n, k, w, V, tol=tol, norm_estimate=info["scale"], AU=AV, dtype_eps=dtype_eps,
+        **_KRYLOV_CHECK,
     )
     detail = f"block size {b}"
     if not info["converged"]:
@@ -739,9 +764,9 @@ def _block_lanczos(
     m_max = max(m_max, k + 2 * b)
     if n <= max(_SMALL, 2 * m_max):
         A = _materialize(matmat, n)
-        w, V, _, _ = _dense_top(A, k, overwrite=True)
+        w, V, A, _ = _dense_top(A, k, overwrite=True)
         scale = float(np.max(np.abs(w))) if w.size else 0.0
-        return w, V, {"converged": True, "why": "", "products": n, "scale": scale}
+        return w, V, {"converged": True, "why": "", "products": n, "scale": scale, "AU": A @ V}
     max_iter = max(1000, 50 * k) if max_iter is None else int(max_iter)
     rng = np.random.default_rng(seed)
 
@@ -776,7 +801,10 @@ def _block_lanczos(
         residuals = np.linalg.norm(AQ[:, :m] @ top - U * theta, axis=0)
         worst = float(residuals.max()) / scale if m >= k else np.inf
         if worst <= tol:
-            return theta, U, {"converged": True, "why": "", "products": n_products, "scale": scale}
+            return theta, U, {
+                "converged": True, "why": "", "products": n_products, "scale": scale,
+                "AU": AQ[:, :m] @ top,
+            }
         if worst < 0.5 * best:
             best, since_best = worst, 0
         else:
@@ -785,7 +813,7 @@ def _block_lanczos(
             why = "stagnated after" if since_best > patience else "did not converge in"
             return theta, U, {
                 "converged": False, "why": why, "products": n_products, "scale": scale,
-                "worst": worst,
+                "worst": worst, "AU": AQ[:, :m] @ top,
             }
         W = _orthonormal_block(W.copy(), Q[:, :m], rng, scale)
         if m + W.shape[1] > m_max:
