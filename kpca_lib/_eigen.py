@@ -316,8 +316,24 @@ def _dense_attempt(
     check = verify_eigenpairs(
         A.__matmul__, n, k, w, V, tol=rtol, matrix_norm=matrix_norm, dtype_eps=dtype_eps
     )
+    if not check.ok:
+        asym = _asymmetry(A)
+        if asym > 0:
+            check.failures.append(
+                f"the matrix is not symmetric (max|S − Sᵀ| = {asym:.3g}; the dense solver reads "
+                "one triangle only): pass its symmetric part (S + Sᵀ)/2"
+            )
     report.attempts.append(Attempt("dense", how, seconds, 0, check))
     return (w, V) if check.ok else None
+
+
+def _asymmetry(A: NDArray[np.float64], block: int = 512) -> float:
+    """``max|A − Aᵀ|`` without an n×n temporary."""
+    n, worst = A.shape[0], 0.0
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        worst = max(worst, float(np.abs(A[i0:i1, :] - A[:, i0:i1].T).max(initial=0.0)))
+    return worst
 
 
 def _materialize(matmat: MatMat, n: int, chunk: int = 1024) -> NDArray[np.float64]:
@@ -516,6 +532,8 @@ def _raise(report: SolverReport, tol: float | None, max_iter: int | None) -> Non
         fixes.append(f"a larger tol (now {tol!r}) or max_iter (now {max_iter!r})")
     if report.dtype_eps > _EPS64:
         fixes.append("kernel_dtype='float64' (the matrix is stored in lower precision)")
+    if not fixes:
+        fixes.append("check that the matrix is symmetric and finite, and report the case")
     raise EigenpairsNotVerifiedError(
         f"eigen_solver={report.requested!r}: the {report.k} largest eigenpairs of the "
         f"{report.n}×{report.n} matrix could not be computed and verified. Attempts:\n{tried}\n"

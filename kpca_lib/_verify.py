@@ -7,7 +7,7 @@ checks, before any solver returns them:
 * **shape and order**: exactly ``k`` finite values, descending, and ``n×k`` vectors;
 * **orthonormality**: ``max|UᵀU − I| ≤ 1e-9``;
 * **residuals**: ``‖A u_i − θ_i u_i‖ ≤ bound`` with ``bound = max(tol·‖A‖, floor)``,
-  where ``floor = 10·eps·matrix_norm`` is the rounding level of the *stored*
+  where ``floor = (10 + √n)·eps·matrix_norm`` is the rounding level of the *stored*
   matrix (``eps`` of its dtype, ``matrix_norm`` a norm of what is stored, e.g.
   the Frobenius norm of the uncentred float32 kernel): no product with a
   float32-stored matrix is more accurate than that;
@@ -90,14 +90,16 @@ class Verification:
 def residual_bound(
     norm_estimate: float, tol: float, n: int, *, dtype_eps: float, matrix_norm: float | None
 ) -> float:
-    """``max(tol·‖A‖, 10·eps·matrix_norm)``: the requested accuracy, or the storage's rounding level.
+    """``max(tol·‖A‖, (10 + √n)·eps·matrix_norm)``: the requested accuracy, or the storage's rounding level.
 
     ``matrix_norm`` defaults to ``norm_estimate``; pass the norm of what is
     stored when it is larger (e.g. an uncentred kernel applied with centring),
     since the rounding errors of a product scale with it.
     """
     stored = norm_estimate if matrix_norm is None else max(norm_estimate, matrix_norm)
-    floor = 10.0 * dtype_eps * stored + 50.0 * n * np.finfo(np.float64).tiny
+    # A product y = A·u in the storage precision: rounding u costs eps·‖A‖₂, the sums of
+    # length n about sqrt(n)·eps·‖|A||u|‖ ≤ sqrt(n)·eps·‖A‖_F (random-walk accumulation).
+    floor = (10.0 + np.sqrt(n)) * dtype_eps * stored + 50.0 * n * np.finfo(np.float64).tiny
     return max(tol * norm_estimate, floor)
 
 
