@@ -478,3 +478,18 @@ def test_float32_stored_operator_is_verified_at_its_rounding_level(rng):
         w, _ = top_eigh_operator(matmat, 400, 3, solver, dtype_eps=float(np.finfo(np.float32).eps),
                                  matrix_norm=float(np.linalg.norm(A)))
         np.testing.assert_allclose(w, ref, rtol=1e-5)
+
+
+def test_many_pairs_are_verified_through_probes(rng):
+    # k > 64 without A·U: residual and orthonormality from Gaussian probes (Frobenius norms).
+    A = _psd_matrix(rng, 150, np.linspace(3, 0, 150))
+    w, V = np.linalg.eigh(A)
+    w, V = w[::-1][:100], V[:, ::-1][:, :100]
+    good = verify_eigenpairs(A.__matmul__, 150, 100, w, V, tol=1e-10)
+    assert good.ok and good.n_products < 100  # 16 probes and the deflation passes, not A @ U
+    off = w.copy()
+    off[50] *= 1 + 1e-6
+    assert "‖AU − UΘ‖_F ≈" in verify_eigenpairs(A.__matmul__, 150, 100, off, V, tol=1e-10).failures[0]
+    skew = V.copy()
+    skew[:, 70] += 1e-7 * V[:, 3]
+    assert "‖UᵀU − I‖_F (estimated" in verify_eigenpairs(A.__matmul__, 150, 100, w, skew, tol=1e-10).failures[0]
