@@ -50,6 +50,7 @@ import scipy.linalg
 import scipy.sparse.linalg
 from numpy.typing import NDArray
 
+from ._blocked import symmetrize_inplace
 from ._verify import Verification, verify_eigenpairs
 
 __all__ = [
@@ -344,8 +345,6 @@ def _materialize(matmat: MatMat, n: int, chunk: int = 1024) -> NDArray[np.float6
         E = np.zeros((n, j1 - j0))
         E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
         A[:, j0:j1] = matmat(E)
-    from ._blocked import symmetrize_inplace
-
     return symmetrize_inplace(A)
 
 
@@ -382,11 +381,13 @@ def top_eigh(
     Parameters
     ----------
     S : ndarray of shape (n, n)
-        Symmetric matrix (only its lower triangle is read by the dense solver).
+        Symmetric matrix (LAPACK reads one triangle; the verification uses all
+        of it, so an asymmetric ``S`` is reported).
     k : int
         Number of eigenpairs, ``1 <= k <= n``.
     solver : {"auto", "dense", "arpack", "lanczos"}
-        See the module docstring and :func:`choose_solver`.
+        See the module docstring and :func:`choose_solver`. ``"auto"`` falls
+        back to ``"dense"`` if the iterative result cannot be verified.
     overwrite : bool, default=False
         Let the dense solver work in ``S`` instead of a copy (saves an n×n
         matrix). ``S`` keeps one triangle, from which it is rebuilt for the
