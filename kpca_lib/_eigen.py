@@ -413,6 +413,10 @@ def top_eigh(
         return top_eigh_operator(S.__matmul__, n, k, solver, tol=tol, max_iter=max_iter)
     report = SolverReport(solver, n, k)
     _publish(report)
+    if S.dtype != np.float64:
+        # LAPACK in float32 gives vectors orthonormal to 1e-6 only: solve the (exactly
+        # representable) float64 matrix instead, in a copy we may overwrite.
+        S, overwrite = np.asarray(S, dtype=np.float64), True
     result = _dense_attempt(S, k, overwrite, tol, report)
     if result is None:
         _raise(report, tol, max_iter)

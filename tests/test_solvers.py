@@ -493,3 +493,13 @@ def test_many_pairs_are_verified_through_probes(rng):
     skew = V.copy()
     skew[:, 70] += 1e-7 * V[:, 3]
     assert "‖UᵀU − I‖_F (estimated" in verify_eigenpairs(A.__matmul__, 150, 100, w, skew, tol=1e-10).failures[0]
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_float32_matrix_gives_float64_pairs(rng, solver):
+    A = _psd_matrix(rng, 300, np.linspace(4, 0, 300)).astype(np.float32)
+    w, V = top_eigh(A, 3, solver)
+    ref = np.linalg.eigvalsh(A.astype(np.float64))[::-1][:3]
+    np.testing.assert_allclose(w, ref, rtol=1e-9)
+    assert V.dtype == np.float64
+    np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-9)
