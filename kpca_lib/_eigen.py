@@ -1,9 +1,11 @@
-"""Symmetric eigendecompositions shared by PCA and kernel PCA.
+"""Symmetric eigendecompositions shared by PCA and kernel PCA, verified before they are returned.
 
 Three solvers compute the ``k`` largest eigenpairs of a symmetric ``n×n`` matrix:
 
 * ``"dense"``: LAPACK ``eigh`` restricted to the top ``k`` (``?syevr``); needs
-  the whole matrix in float64 and O(n³) time, but no iteration.
+  the whole matrix in float64 and O(n³) time, but no iteration. If LAPACK
+  returns fewer than ``k`` pairs (it does, e.g. for ``K = I − 11ᵀ/n``), the full
+  divide-and-conquer ``?syevd`` is used instead.
 * ``"arpack"``: implicitly restarted Lanczos (``scipy.sparse.linalg.eigsh``),
   one matrix–vector product at a time.
 * ``"lanczos"``: block Lanczos with full reorthogonalisation and thick
@@ -12,21 +14,43 @@ Three solvers compute the ``k`` largest eigenpairs of a symmetric ``n×n`` matri
   ``‖A u − θ u‖ ≤ tol · ‖A‖``, checked after every product, so it does the
   fewest passes over the matrix.
 
+**Every result is verified** (:func:`kpca_lib._verify.verify_eigenpairs`):
+exactly ``k`` finite pairs in descending order, orthonormal vectors, residuals
+``‖A u − θ u‖ ≤ max(tol·‖A‖, rounding level of the stored matrix)`` from a
+fresh product, and a randomized deflation check that no eigenvalue above the
+``k``-th was missed (a copy of a repeated eigenvalue that a Krylov solver did
+not see). What cannot be verified is never returned:
+
+* ``"lanczos"`` retries with a larger block (larger than any multiplicity
+  found, started from the missed directions) before giving up;
+* ``"auto"`` tries ``"lanczos"`` and falls back to ``"dense"`` (when the
+  matrix fits in memory) or ``"arpack"``, silently, since it promised only a
+  verified result;
+* an explicitly requested solver that cannot be verified raises
+  :class:`EigenpairsNotVerifiedError` (no silent switch to another solver);
+  the message names the failed check, by how much, and the fix.
+
 The iterative solvers only need a function ``matmat(V) -> A @ V``, so the
 matrix may be stored in any form (e.g. half of it, in float32, or implicitly
-centred).
+centred). The cost of verification (time, products) of every call is
+recorded by :func:`record_solver_reports`.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
+import contextlib
+import contextvars
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 from numpy.typing import NDArray
-from sklearn.exceptions import ConvergenceWarning
+
+from ._verify import Verification, verify_eigenpairs
 
 __all__ = [
     "top_eigh",
@@ -34,6 +58,9 @@ __all__ = [
     "lanczos_eigh",
     "flip_signs",
     "choose_solver",
+    "record_solver_reports",
+    "EigenpairsNotVerifiedError",
+    "SolverReport",
     "EIGEN_SOLVERS",
 ]
 
@@ -42,7 +69,116 @@ EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
 #: Below this size the iterative solvers just form the matrix and call LAPACK.
 _SMALL = 64
 
+#: Relative residual tolerance of the dense solver is ``max(tol, _DENSE_TOL_FACTOR·n·eps)``.
+_DENSE_TOL_FACTOR = 100.0
+
+_EPS64 = float(np.finfo(np.float64).eps)
+
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+class EigenpairsNotVerifiedError(np.linalg.LinAlgError):
+    """The requested eigenpairs could not be computed and verified.
+
+    The message names the solver(s) tried, the check that failed (count,
+    orthonormality, residual, missed eigenvalue) with its numbers, and the fix.
+    """
+
+
+@dataclass
+class Attempt:
+    """One solver run and its verification."""
+
+    solver: str
+    detail: str
+    seconds: float
+    products: int
+    verification: Verification | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verification is not None and self.verification.ok
+
+    def describe(self) -> str:
+        what = f"{self.solver}{f' ({self.detail})' if self.detail else ''}"
+        if self.error is not None:
+            return f"{what}: {self.error}"
+        assert self.verification is not None
+        return f"{what}: {'; '.join(self.verification.failures) or 'verified'}"
+
+
+@dataclass
+class SolverReport:
+    """What one call of :func:`top_eigh` / :func:`top_eigh_operator` did.
+
+    Attributes
+    ----------
+    requested : str
+        The solver asked for.
+    n, k : int
+    attempts : list of Attempt
+        Every solver run, in order; the last one is returned if ``ok``.
+    """
+
+    requested: str
+    n: int
+    k: int
+    attempts: list[Attempt] = field(default_factory=list)
+    dtype_eps: float = _EPS64
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.attempts) and self.attempts[-1].ok
+
+    @property
+    def used(self) -> str:
+        return self.attempts[-1].solver if self.attempts else ""
+
+    @property
+    def verify_seconds(self) -> float:
+        return sum(a.verification.seconds for a in self.attempts if a.verification)
+
+    @property
+    def verify_products(self) -> int:
+        return sum(a.verification.n_products for a in self.attempts if a.verification)
+
+    @property
+    def solve_products(self) -> int:
+        return sum(a.products for a in self.attempts)
+
+    @property
+    def seconds(self) -> float:
+        return sum(a.seconds for a in self.attempts)
+
+
+_REPORTS: contextvars.ContextVar[list[SolverReport] | None] = contextvars.ContextVar(
+    "kpca_eigen_reports", default=None
+)
+
+
+@contextlib.contextmanager
+def record_solver_reports() -> Iterator[list[SolverReport]]:
+    """Collect a :class:`SolverReport` of every eigensolver call made inside the block.
+
+    >>> import numpy as np
+    >>> with record_solver_reports() as reports:
+    ...     _ = top_eigh(np.diag([3.0, 2.0, 1.0]), 2, "dense")
+    >>> reports[0].used, reports[0].ok
+    ('dense', True)
+    """
+    reports: list[SolverReport] = []
+    token = _REPORTS.set(reports)
+    try:
+        yield reports
+    finally:
+        _REPORTS.reset(token)
+
+
+def _publish(report: SolverReport) -> None:
+    sink = _REPORTS.get()
+    if sink is not None:
+        sink.append(report)
 
 
 def flip_signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -66,6 +202,10 @@ def choose_solver(n: int, k: int, solver: str) -> str:
     and ``"dense"`` otherwise (many components: LAPACK computes them all at
     once). ``"arpack"`` and ``"lanczos"`` fall back to ``"dense"`` when
     ``k >= n``, which they cannot compute.
+
+    This is the first choice only: :func:`top_eigh` and
+    :func:`top_eigh_operator` called with ``"auto"`` fall back to a robust
+    solver when the first one cannot be verified.
     """
     if solver not in EIGEN_SOLVERS:
         raise ValueError(
@@ -79,26 +219,127 @@ def choose_solver(n: int, k: int, solver: str) -> str:
     return solver
 
 
+def _check_k(n: int, k: int) -> None:
+    if not 1 <= k <= n:
+        raise ValueError(
+            f"the number of eigenpairs k must be between 1 and n = {n}; got k = {k}."
+        )
+
+
 def _descending(
     eigenvalues: NDArray[np.float64], eigenvectors: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    order = np.argsort(eigenvalues)[::-1]
-    eigenvalues = np.ascontiguousarray(eigenvalues[order])
-    eigenvectors = np.ascontiguousarray(eigenvectors[:, order])
+    order = np.argsort(eigenvalues, kind="stable")[::-1]
+    eigenvalues = np.ascontiguousarray(eigenvalues[order], dtype=np.float64)
+    eigenvectors = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
     return eigenvalues, flip_signs(eigenvectors)
 
 
-def _dense_top(S: NDArray[np.float64], k: int, overwrite: bool = False) -> tuple[NDArray, NDArray]:
+# -- dense ---------------------------------------------------------------------------
+
+
+def _copy_upper_to_lower(A: NDArray[np.float64], diag: NDArray[np.float64], block: int = 512) -> None:
+    """Rebuild a symmetric ``A`` whose lower triangle (and diagonal) LAPACK destroyed."""
+    n = A.shape[0]
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        A[i1:, i0:i1] = A[i0:i1, i1:].T
+        D = A[i0:i1, i0:i1]
+        lower = np.tril(np.ones(D.shape, dtype=bool), -1)
+        D[lower] = D.T[lower]
+    np.fill_diagonal(A, diag)
+
+
+def _dense_top(
+    S: NDArray[np.float64], k: int, overwrite: bool = False
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], str]:
+    """Top-``k`` pairs by LAPACK (ascending), and the matrix to verify them with.
+
+    ``?syevr`` on the top ``k`` first; if it returns fewer than ``k`` pairs (or
+    non-finite ones), the full ``?syevd`` (on a copy). With ``overwrite``
+    ``?syevr`` works on ``S`` in place and destroys one triangle; the other
+    triangle is intact, so ``S`` is rebuilt from it (O(n²)) for the retry and
+    the verification.
+    """
     n = S.shape[0]
-    if overwrite and S.flags.c_contiguous:
-        S = S.T  # the same symmetric matrix, Fortran-ordered: LAPACK needs no copy
-    return scipy.linalg.eigh(S, subset_by_index=(n - k, n - 1), overwrite_a=overwrite)
+    A = S.T if (overwrite and S.flags.c_contiguous) else S  # Fortran order: no copy
+    in_place = overwrite and A.flags.f_contiguous and A.dtype == np.float64
+    diag = np.diag(A).copy() if in_place else None
+
+    def restore() -> None:
+        if diag is not None:
+            _copy_upper_to_lower(A, diag)
+
+    how = "syevr, top k"
+    w, V = scipy.linalg.eigh(A, subset_by_index=(n - k, n - 1), overwrite_a=in_place)
+    restore()
+    if V.shape[1] != k or not (np.all(np.isfinite(w)) and np.all(np.isfinite(V))):
+        how = f"syevr returned {V.shape[1]} of {k} pairs; syevd, all pairs"
+        # Not in place: ?syevd would return the eigenvectors in A, and A is needed to verify.
+        w, V = scipy.linalg.eigh(A, driver="evd")
+        w, V = w[n - k :], V[:, n - k :]
+    return w, V, A, how
+
+
+def _dense_attempt(
+    S: NDArray[np.float64], k: int, overwrite: bool, tol: float | None, report: SolverReport,
+    *, matrix_norm: float | None = None, dtype_eps: float = _EPS64,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    n = S.shape[0]
+    start = time.perf_counter()
+    w, V, A, how = _dense_top(S, k, overwrite)
+    w, V = _descending(w, V)
+    seconds = time.perf_counter() - start
+    rtol = max(0.0 if tol is None else tol, _DENSE_TOL_FACTOR * n * _EPS64)
+    check = verify_eigenpairs(
+        A.__matmul__, n, k, w, V, tol=rtol, matrix_norm=matrix_norm, dtype_eps=dtype_eps
+    )
+    report.attempts.append(Attempt("dense", how, seconds, 0, check))
+    return (w, V) if check.ok else None
+
+
+def _materialize(matmat: MatMat, n: int, chunk: int = 1024) -> NDArray[np.float64]:
+    """The matrix ``A`` from products with the identity, column chunk by chunk, symmetrised."""
+    A = np.empty((n, n))
+    for j0 in range(0, n, chunk):
+        j1 = min(j0 + chunk, n)
+        E = np.zeros((n, j1 - j0))
+        E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
+        A[:, j0:j1] = matmat(E)
+    from ._blocked import symmetrize_inplace
+
+    return symmetrize_inplace(A)
+
+
+def _dense_fits(n: int) -> bool:
+    """Whether forming the n×n float64 matrix (plus LAPACK's copy) fits in available memory."""
+    need = 3.0 * 8.0 * n * n
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return need < 0.8 * int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return need < 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return n <= 20_000
+
+
+# -- public entry points ----------------------------------------------------------------
 
 
 def top_eigh(
-    S: NDArray[np.float64], k: int, solver: str = "auto", *, overwrite: bool = False
+    S: NDArray[np.float64],
+    k: int,
+    solver: str = "auto",
+    *,
+    overwrite: bool = False,
+    tol: float | None = None,
+    max_iter: int | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The ``k`` largest eigenpairs of the symmetric matrix ``S``, in descending order.
+    """The ``k`` largest eigenpairs of the symmetric matrix ``S``, in descending order, verified.
 
     Parameters
     ----------
@@ -109,19 +350,58 @@ def top_eigh(
     solver : {"auto", "dense", "arpack", "lanczos"}
         See the module docstring and :func:`choose_solver`.
     overwrite : bool, default=False
-        Let the dense solver destroy ``S`` instead of copying it (saves an
-        n×n matrix).
+        Let the dense solver work in ``S`` instead of a copy (saves an n×n
+        matrix). ``S`` keeps one triangle, from which it is rebuilt for the
+        verification, so on return it holds the same symmetric matrix (built
+        from the triangle LAPACK did not read).
+    tol, max_iter : optional
+        Passed to the iterative solvers (see :func:`top_eigh_operator`).
 
     Returns
     -------
     eigenvalues : ndarray of shape (k,)
-    eigenvectors : ndarray of shape (n, k), unit columns, signs fixed by :func:`flip_signs`.
+    eigenvectors : ndarray of shape (n, k), orthonormal columns, signs fixed by :func:`flip_signs`.
+
+    Raises
+    ------
+    EigenpairsNotVerifiedError
+        If no allowed solver produced pairs that pass verification.
     """
     n = S.shape[0]
-    solver = choose_solver(n, k, solver)
-    if solver == "dense":
-        return _descending(*_dense_top(S, k, overwrite))
-    return top_eigh_operator(S.__matmul__, n, k, solver)
+    _check_k(n, k)
+    resolved = choose_solver(n, k, solver)
+    if resolved != "dense":
+        return top_eigh_operator(S.__matmul__, n, k, solver, tol=tol, max_iter=max_iter)
+    report = SolverReport(solver, n, k)
+    _publish(report)
+    result = _dense_attempt(S, k, overwrite, tol, report)
+    if result is None:
+        _raise(report, tol, max_iter)
+    return result  # type: ignore[return-value]
+
+
+def _operator_hints(
+    matmat: MatMat, n: int, matrix_norm: float | None, dtype_eps: float | None
+) -> tuple[float | None, float, NDArray[np.float64] | None]:
+    """Norm and precision of the stored matrix, from ``matmat``'s owner when not given.
+
+    ``matmat`` is often a bound method: of an ``ndarray`` (then the matrix
+    itself is available for a dense fallback) or of
+    :class:`kpca_lib._blocked.SymmetricPanels` (``dtype``, ``frobenius_norm``).
+    """
+    owner = getattr(matmat, "__self__", None)
+    dense = owner if isinstance(owner, np.ndarray) and owner.shape == (n, n) else None
+    if dtype_eps is None:
+        dtype = getattr(owner, "dtype", None)
+        try:
+            dtype_eps = float(np.finfo(dtype).eps) if dtype is not None else _EPS64
+        except (TypeError, ValueError):
+            dtype_eps = _EPS64
+        dtype_eps = max(dtype_eps, _EPS64)
+    if matrix_norm is None:
+        norm = getattr(owner, "frobenius_norm", None)
+        matrix_norm = float(norm) if isinstance(norm, (int, float)) else None
+    return matrix_norm, float(dtype_eps), dense
 
 
 def top_eigh_operator(
@@ -132,56 +412,183 @@ def top_eigh_operator(
     *,
     tol: float | None = None,
     max_iter: int | None = None,
+    matrix_norm: float | None = None,
+    dtype_eps: float | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The ``k`` largest eigenpairs of a symmetric matrix given by ``matmat(V) = A @ V``.
+    """The ``k`` largest eigenpairs of a symmetric matrix given by ``matmat(V) = A @ V``, verified.
 
     Parameters
     ----------
     matmat : callable
         Product with the symmetric ``n×n`` matrix, for ``V`` of shape (n, b).
     n, k : int
-        Matrix size and number of eigenpairs, ``1 <= k < n``.
-    solver : {"lanczos", "arpack"}
+        Matrix size and number of eigenpairs, ``1 <= k <= n``.
+    solver : {"lanczos", "arpack", "auto", "dense"}
+        ``"auto"`` tries ``"lanczos"`` and falls back to ``"dense"`` (matrix
+        formed from products, if it fits in memory) or ``"arpack"`` when the
+        result cannot be verified; ``"dense"`` forms the matrix.
     tol : float, optional
         Relative tolerance. ``"lanczos"``: residuals ``‖A u − θ u‖ ≤ tol·‖A‖``
-        (default ``1e-10``); ``"arpack"``: scipy's ``tol`` (default 0, machine
-        precision).
+        (default ``1e-10``, at least ``10·dtype_eps``); ``"arpack"``: scipy's
+        ``tol`` (default 0, machine precision). Verification accepts residuals
+        up to ``max(tol, 1e-10)·‖A‖`` (or the rounding level of the stored matrix).
     max_iter : int, optional
         Maximum number of matrix–vector products (default: ``max(1000, 50k)``
         for ``"lanczos"``, ``10n`` for ``"arpack"``).
+    matrix_norm : float, optional
+        A norm of the *stored* matrix (e.g. the Frobenius norm of an uncentred
+        kernel applied with centring): products cannot be more accurate than
+        ``dtype_eps·matrix_norm``. Default: ``matmat.__self__.frobenius_norm`` if any.
+    dtype_eps : float, optional
+        Machine epsilon of the stored matrix (``np.finfo(np.float32).eps`` for a
+        float32 kernel). Default: from ``matmat.__self__.dtype``, else float64.
 
     Returns
     -------
     eigenvalues : ndarray of shape (k,), descending
-    eigenvectors : ndarray of shape (n, k), unit columns, signs fixed by :func:`flip_signs`.
+    eigenvectors : ndarray of shape (n, k), orthonormal columns, signs fixed by :func:`flip_signs`.
+
+    Raises
+    ------
+    EigenpairsNotVerifiedError
+        If no allowed solver produced pairs that pass verification.
     """
-    if solver == "arpack":
-        if n <= _SMALL or k >= n:
-            return _descending(*_dense_top(_materialize(matmat, n), k))
-        op = scipy.sparse.linalg.LinearOperator(
-            (n, n),
-            matvec=lambda v: matmat(v.reshape(-1, 1)).ravel(),
-            matmat=matmat,
-            dtype=np.float64,
-        )
-        v0 = np.random.default_rng(0).uniform(-1.0, 1.0, size=n)
-        eigenvalues, eigenvectors = scipy.sparse.linalg.eigsh(
-            op, k=k, which="LA", v0=v0, tol=0.0 if tol is None else tol, maxiter=max_iter
-        )
-        return _descending(eigenvalues, eigenvectors)
-    if solver == "lanczos":
-        eigenvalues, eigenvectors = lanczos_eigh(
-            matmat, n, k, tol=1e-10 if tol is None else tol, max_iter=max_iter
-        )
-        return _descending(eigenvalues, eigenvectors)
-    raise ValueError(f"eigen_solver must be 'lanczos' or 'arpack' here; got {solver!r}.")
+    _check_k(n, k)
+    if solver not in EIGEN_SOLVERS:
+        choose_solver(n, k, solver)  # raises the ValueError
+    matrix_norm, dtype_eps, dense = _operator_hints(matmat, n, matrix_norm, dtype_eps)
+    report = SolverReport(solver, n, k, dtype_eps=dtype_eps)
+    _publish(report)
+    first = choose_solver(n, k, solver)
+
+    def dense_attempt() -> tuple[NDArray, NDArray] | None:
+        if dense is not None:
+            return _dense_attempt(dense, k, False, tol, report, dtype_eps=_EPS64)
+        A = _materialize(matmat, n)
+        return _dense_attempt(A, k, True, tol, report, matrix_norm=matrix_norm, dtype_eps=dtype_eps)
+
+    small = n <= _SMALL or k >= n
+    if first == "dense" or small:
+        result = dense_attempt()
+    elif first == "arpack":
+        result = _arpack_attempt(matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps)
+    else:
+        result = _lanczos_attempts(matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps)
+        if result is None and solver == "auto":
+            if dense is not None or _dense_fits(n):
+                result = dense_attempt()
+            else:
+                result = _arpack_attempt(matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps)
+    if result is None:
+        _raise(report, tol, max_iter)
+    return result  # type: ignore[return-value]
 
 
-def _materialize(matmat: MatMat, n: int) -> NDArray[np.float64]:
-    A = matmat(np.eye(n))
-    A += A.T
-    A *= 0.5
-    return A
+def _raise(report: SolverReport, tol: float | None, max_iter: int | None) -> None:
+    tried = "\n".join(f"  - {a.describe()}" for a in report.attempts)
+    fixes = []
+    if report.requested != "dense":
+        fixes.append("eigen_solver='dense' (exact LAPACK, needs the n×n matrix in memory)")
+        if report.requested != "auto":
+            fixes.append("eigen_solver='auto' (falls back to a solver that verifies)")
+        fixes.append(f"a larger tol (now {tol!r}) or max_iter (now {max_iter!r})")
+    if report.dtype_eps > _EPS64:
+        fixes.append("kernel_dtype='float64' (the matrix is stored in lower precision)")
+    raise EigenpairsNotVerifiedError(
+        f"eigen_solver={report.requested!r}: the {report.k} largest eigenpairs of the "
+        f"{report.n}×{report.n} matrix could not be computed and verified. Attempts:\n{tried}\n"
+        f"Fix: {'; or '.join(fixes)}."
+    )
+
+
+# -- arpack -----------------------------------------------------------------------------
+
+
+def _arpack_attempt(
+    matmat: MatMat, n: int, k: int, tol: float | None, max_iter: int | None,
+    report: SolverReport, matrix_norm: float | None, dtype_eps: float,
+) -> tuple[NDArray, NDArray] | None:
+    calls = [0]
+
+    def counted(V: NDArray[np.float64]) -> NDArray[np.float64]:
+        calls[0] += V.shape[1]
+        return matmat(V)
+
+    op = scipy.sparse.linalg.LinearOperator(
+        (n, n),
+        matvec=lambda v: counted(v.reshape(-1, 1)).ravel(),
+        matmat=counted,
+        dtype=np.float64,
+    )
+    arpack_tol = 0.0 if tol is None else tol
+    if dtype_eps > _EPS64:  # a float32-stored matrix cannot give more
+        arpack_tol = max(arpack_tol, 10.0 * dtype_eps)
+    v0 = np.random.default_rng(0).uniform(-1.0, 1.0, size=n)
+    start = time.perf_counter()
+    try:
+        w, V = scipy.sparse.linalg.eigsh(op, k=k, which="LA", v0=v0, tol=arpack_tol, maxiter=max_iter)
+    except scipy.sparse.linalg.ArpackNoConvergence as exc:
+        report.attempts.append(
+            Attempt("arpack", "", time.perf_counter() - start, calls[0], None,
+                    f"did not converge ({len(exc.eigenvalues)} of {k} pairs converged, "
+                    f"max_iter = {max_iter})")
+        )
+        return None
+    except scipy.sparse.linalg.ArpackError as exc:
+        report.attempts.append(
+            Attempt("arpack", "", time.perf_counter() - start, calls[0], None, f"ARPACK error: {exc}")
+        )
+        return None
+    w, V = _descending(w, V)
+    seconds = time.perf_counter() - start
+    check = verify_eigenpairs(
+        matmat, n, k, w, V, tol=max(arpack_tol, 1e-10), matrix_norm=matrix_norm, dtype_eps=dtype_eps
+    )
+    report.attempts.append(Attempt("arpack", "", seconds, calls[0], check))
+    return (w, V) if check.ok else None
+
+
+# -- block Lanczos ------------------------------------------------------------------
+
+
+def _default_block_size(k: int) -> int:
+    return 1 if k <= 10 else max(2, k // 4)
+
+
+def _lanczos_attempts(
+    matmat: MatMat, n: int, k: int, tol: float | None, max_iter: int | None,
+    report: SolverReport, matrix_norm: float | None, dtype_eps: float,
+) -> tuple[NDArray, NDArray] | None:
+    """Block Lanczos, verified; retried with a larger block, from the missed directions."""
+    rtol = 1e-10 if tol is None else tol
+    rtol = max(rtol, 10.0 * dtype_eps) if dtype_eps > _EPS64 else rtol
+    block = _default_block_size(k)
+    start_block = None
+    for attempt in range(3):
+        t0 = time.perf_counter()
+        theta, U, info = _block_lanczos(
+            matmat, n, k, tol=rtol, max_iter=max_iter, block_size=block,
+            seed=attempt, start=start_block,
+        )
+        w, V = _descending(theta, U)
+        seconds = time.perf_counter() - t0
+        check = verify_eigenpairs(
+            matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"],
+            matrix_norm=matrix_norm, dtype_eps=dtype_eps, seed=1000 + attempt,
+        )
+        detail = f"block size {block}"
+        if not info["converged"]:
+            detail += f", {info['why']} {info['products']} products"
+        report.attempts.append(Attempt("lanczos", detail, seconds, info["products"], check))
+        if check.ok:
+            return w, V
+        if not info["converged"] and check.missed is None and info["why"] != "stagnated after":
+            break  # out of iterations: a larger block would not help within max_iter
+        missed = 0 if check.missed is None else check.missed.shape[1]
+        new_block = max(2 * block, check.multiplicity + 1, missed + 1, 2)
+        block = min(new_block, k + 1, max(n // 4, 1))
+        start_block = check.missed
+    return None
 
 
 def _orthonormal_block(
@@ -192,13 +599,31 @@ def _orthonormal_block(
 ) -> NDArray[np.float64]:
     """Orthonormalise the block ``W`` against the orthonormal columns of ``Q`` and itself.
 
-    Directions that vanish (``W`` already lies in ``span(Q)``: an invariant
-    subspace was found) are replaced by random ones, so the basis keeps growing.
+    Block classical Gram–Schmidt, repeated after normalisation until the
+    normalised columns lose almost nothing to ``Q`` (a column that was mostly
+    in ``span(Q)`` is, once normalised, dominated by the rounding error of the
+    projection, and must be projected again). Directions that vanish (``W``
+    already lies in ``span(Q)``: an invariant subspace was found) are replaced
+    by random ones, so the basis keeps growing.
     """
-    for _ in range(2):  # classical Gram–Schmidt, twice is enough
+    size = max(float(np.linalg.norm(W, axis=0).max(initial=0.0)), scale, np.finfo(float).tiny)
+    for _ in range(2):
         W -= Q @ (Q.T @ W)
     W, R = np.linalg.qr(W)
-    bad = np.abs(np.diag(R)) <= 1e-12 * scale
+    bad = np.abs(np.diag(R)) <= 1e-12 * size
+    for _ in range(3):
+        good = W[:, ~bad]
+        if good.shape[1] == 0:
+            break
+        good -= Q @ (Q.T @ good)
+        good, R = np.linalg.qr(good)
+        kept = np.abs(np.diag(R))
+        W = W.copy()
+        idx = np.flatnonzero(~bad)
+        W[:, idx] = good
+        bad[idx[kept <= 1e-8]] = True
+        if np.all(kept > 0.5):
+            break
     if np.any(bad):
         Z = rng.standard_normal((W.shape[0], int(bad.sum())))
         basis = np.hstack([Q, W[:, ~bad]])
@@ -219,7 +644,7 @@ def lanczos_eigh(
     max_basis: int | None = None,
     seed: int = 0,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Top ``k`` eigenpairs by block Lanczos with full reorthogonalisation and thick restarts.
+    """Top ``k`` eigenpairs by block Lanczos with full reorthogonalisation and thick restarts, verified.
 
     The basis ``Q`` of the Krylov space ``span{V0, AV0, A²V0, ...}`` is grown by
     one block of ``block_size`` vectors per product with ``A``; both ``Q`` and
@@ -227,7 +652,9 @@ def lanczos_eigh(
     residuals ``‖A u − θ u‖`` of the Ritz pairs are available after every
     product. When the basis reaches ``max_basis`` vectors it is restarted with
     the best Ritz vectors (thick restart), which keeps memory at
-    ``2·n·max_basis`` numbers.
+    ``2·n·max_basis`` numbers. The result is then verified
+    (:func:`kpca_lib._verify.verify_eigenpairs`: residuals from a fresh
+    product, orthonormality, no eigenvalue above the ``k``-th missed).
 
     Parameters
     ----------
@@ -240,12 +667,12 @@ def lanczos_eigh(
         Eigenvalue errors are then about ``tol²·‖A‖²/gap`` and eigenvector
         angles about ``tol·‖A‖/gap``.
     max_iter : int, optional
-        Maximum number of matrix–vector products (default ``max(1000, 50k)``);
-        a :class:`~sklearn.exceptions.ConvergenceWarning` is issued when reached.
+        Maximum number of matrix–vector products (default ``max(1000, 50k)``).
     block_size : int, optional
         Vectors per product (1 is plain Lanczos). Default: 1 for ``k <= 10``
-        (fewest passes over the matrix), else ``k // 4`` (fewer, cheaper
-        Rayleigh–Ritz steps and BLAS-3 products when many pairs are wanted).
+        (fewest passes over the matrix), else ``k // 4``. A block size no
+        larger than a multiplicity can miss copies of that eigenvalue: the
+        verification then fails.
     max_basis : int, optional
         Basis size that triggers a restart (default ``max(2k + 20, k + 40)``).
     seed : int, default=0
@@ -255,21 +682,76 @@ def lanczos_eigh(
     -------
     eigenvalues : ndarray of shape (k,), ascending
     eigenvectors : ndarray of shape (n, k)
+
+    Raises
+    ------
+    EigenpairsNotVerifiedError
+        If the iteration did not converge within ``max_iter`` products or the
+        result fails verification (this function does not retry; use
+        :func:`top_eigh_operator`, which does).
     """
-    if block_size is None:
-        block_size = 1 if k <= 10 else k // 4
+    _check_k(n, k)
+    b = _default_block_size(k) if block_size is None else max(1, int(block_size))
+    _, dtype_eps, _ = _operator_hints(matmat, n, None, None)
+    report = SolverReport("lanczos", n, k, dtype_eps=dtype_eps)
+    t0 = time.perf_counter()
+    theta, U, info = _block_lanczos(
+        matmat, n, k, tol=tol, max_iter=max_iter, block_size=b, max_basis=max_basis, seed=seed
+    )
+    w, V = _descending(theta, U)
+    seconds = time.perf_counter() - t0
+    check = verify_eigenpairs(
+        matmat, n, k, w, V, tol=tol, norm_estimate=info["scale"], dtype_eps=dtype_eps
+    )
+    detail = f"block size {b}"
+    if not info["converged"]:
+        detail += f", {info['why']} {info['products']} products"
+    report.attempts.append(Attempt("lanczos", detail, seconds, info["products"], check))
+    _publish(report)
+    if not check.ok:
+        _raise(report, tol, max_iter)
+    return theta, U
+
+
+def _block_lanczos(
+    matmat: MatMat,
+    n: int,
+    k: int,
+    *,
+    tol: float = 1e-10,
+    max_iter: int | None = None,
+    block_size: int = 1,
+    max_basis: int | None = None,
+    seed: int = 0,
+    start: NDArray[np.float64] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], dict]:
+    """The iteration of :func:`lanczos_eigh`, unverified: ascending ``θ``, ``U`` and a status dict.
+
+    ``start`` (n×s, optional) are directions to put first in the start block
+    (e.g. eigenvectors a previous run missed); the block is at least ``s`` wide.
+    The status has ``converged`` (bool), ``why`` (text), ``products`` (int) and
+    ``scale`` (largest ``|θ|`` seen, a lower bound of ``‖A‖``).
+    """
     b = max(1, int(block_size))
+    if start is not None:
+        b = max(b, start.shape[1])
     m_max = max(2 * k + 20, k + 40) if max_basis is None else int(max_basis)
     m_max = max(m_max, k + 2 * b)
     if n <= max(_SMALL, 2 * m_max):
-        return _dense_top(_materialize(matmat, n), k)
+        A = _materialize(matmat, n)
+        w, V, _, _ = _dense_top(A, k, overwrite=True)
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        return w, V, {"converged": True, "why": "", "products": n, "scale": scale}
     max_iter = max(1000, 50 * k) if max_iter is None else int(max_iter)
     rng = np.random.default_rng(seed)
 
     Q = np.empty((n, m_max + b))
     AQ = np.empty((n, m_max + b))
     H = np.zeros((m_max + b, m_max + b))
-    block = np.linalg.qr(rng.standard_normal((n, b)))[0]
+    block = rng.standard_normal((n, b))
+    if start is not None and start.shape[1]:
+        block[:, : start.shape[1]] = start
+    block = _orthonormal_block(block, np.empty((n, 0)), rng, 1.0)
     m = 0  # current basis size
     n_products = 0
     scale = 0.0
@@ -294,20 +776,17 @@ def lanczos_eigh(
         residuals = np.linalg.norm(AQ[:, :m] @ top - U * theta, axis=0)
         worst = float(residuals.max()) / scale if m >= k else np.inf
         if worst <= tol:
-            return theta, U
+            return theta, U, {"converged": True, "why": "", "products": n_products, "scale": scale}
         if worst < 0.5 * best:
             best, since_best = worst, 0
         else:
             since_best += j
         if n_products >= max_iter or since_best > patience:
             why = "stagnated after" if since_best > patience else "did not converge in"
-            warnings.warn(
-                f"lanczos eigensolver {why} {n_products} matrix-vector products (largest "
-                f"relative residual {worst:.2g} > tol = {tol:.2g}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-            return theta, U
+            return theta, U, {
+                "converged": False, "why": why, "products": n_products, "scale": scale,
+                "worst": worst,
+            }
         W = _orthonormal_block(W.copy(), Q[:, :m], rng, scale)
         if m + W.shape[1] > m_max:
             # Thick restart: keep the best Ritz vectors (with their images under A).
@@ -319,3 +798,4 @@ def lanczos_eigh(
             m = keep
             W = _orthonormal_block(W, Q[:, :m], rng, scale)
         block = W
+

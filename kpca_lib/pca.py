@@ -14,6 +14,8 @@ With centred data ``Xc`` (rows ``x_i − x̄``) the covariance is
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
@@ -48,6 +50,39 @@ def n_components_for_variance(explained_variance_ratio: ArrayLike, threshold: fl
     return int(min(np.searchsorted(cumulative, threshold - 1e-12) + 1, ratios.size))
 
 
+def _check_n_components_param(n_components: object, max_k: int) -> int | float:
+    """Validate ``n_components``: ``None``, an integer in [1, max_k], or a fraction in (0, 1)."""
+    if n_components is None:
+        return max_k
+    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Real):
+        raise ValueError(
+            f"n_components must be None, an integer between 1 and {max_k} "
+            f"(min(n_samples, n_features) = {max_k}), or a fraction of the variance in (0, 1); "
+            f"got {n_components!r}."
+        )
+    if isinstance(n_components, numbers.Integral):
+        return check_n_components(n_components, max_k, f"min(n_samples, n_features) = {max_k}")
+    value = float(n_components)
+    if not 0.0 < value < 1.0:  # NaN fails too
+        hint = (
+            " For one component pass the integer 1; for all of them, None."
+            if value == 1.0
+            else ""
+        )
+        raise ValueError(
+            f"n_components given as a float is the fraction of the variance to keep and must be "
+            f"strictly between 0 and 1 (e.g. 0.95), or pass an integer between 1 and {max_k}; "
+            f"got {n_components!r}.{hint}"
+        )
+    return value
+
+
+def _why_no_variance(n: int) -> str:
+    if n == 1:
+        return "n_samples = 1: one sample has no variance"
+    return "every sample is the same point"
+
+
 def _orthonormal_completion(W: NDArray[np.float64], d: int, k: int) -> NDArray[np.float64]:
     """Extend the ``m`` orthonormal rows of ``W`` to ``k`` orthonormal rows in R^d.
 
@@ -73,13 +108,27 @@ class PCA(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int, optional
-        Number of components ``k``, between 1 and ``min(n_samples, n_features)``.
-        ``None`` keeps ``min(n_samples, n_features)``.
+    n_components : int, float or None, default=None
+        * an integer ``k`` between 1 and ``min(n_samples, n_features)``;
+        * a fraction in (0, 1), as scikit-learn: keep the smallest number of
+          components whose cumulative ``explained_variance_ratio_`` reaches it
+          (the lectures' 95 % rule: ``n_components=0.95``; see
+          :func:`n_components_for_variance`). scikit-learn asks for a sum
+          strictly *above* the fraction; the two differ only when a partial sum
+          equals it exactly;
+        * ``None``: ``min(n_samples, n_features)``.
     solver : {"auto", "covariance", "gram"}, default="auto"
         ``"covariance"`` eigendecomposes the d×d covariance ``C = XcᵀXc/n``;
         ``"gram"`` eigendecomposes the n×n ``XcXcᵀ`` (the lecture's XᵀX trick);
         ``"auto"`` picks ``"gram"`` when ``n_features > n_samples``.
+    whiten : bool, default=False
+        As scikit-learn: ``transform`` divides each projection by
+        ``√λ_k`` so that every output column has unit variance (with the
+        lectures' ``1/n``: ``Z.T @ Z / n`` is the identity on the training
+        data), and ``inverse_transform`` multiplies it back. scikit-learn
+        divides by the ``1/(n−1)`` standard deviation instead, so its whitened
+        outputs are ours times ``√((n−1)/n)``. Components with (numerically)
+        zero variance cannot be whitened: ``fit`` raises ``ValueError``.
 
     Attributes
     ----------
@@ -87,9 +136,14 @@ class PCA(TransformerMixin, BaseEstimator):
     components_ : ndarray of shape (n_components, n_features)
         Unit principal directions ``w_k`` as rows, in order of decreasing variance.
     eigenvalues_ : ndarray of shape (n_components,)
-        Eigenvalues ``λ_k`` of ``C`` (variance along ``w_k``, with ``1/n``).
+        Eigenvalues ``λ_k`` of ``C`` (variance along ``w_k``, with ``1/n``;
+        scikit-learn's ``explained_variance_`` uses ``1/(n−1)``:
+        ``eigenvalues_ = explained_variance_ · (n−1)/n``).
     explained_variance_ratio_ : ndarray of shape (n_components,)
-        ``λ_k`` divided by the total variance ``trace(C)``.
+        ``λ_k`` divided by the total variance ``trace(C)`` (the same as
+        scikit-learn's).
+    n_components_ : int
+        The number of components kept (chosen by the fraction if one was given).
     solver_ : str
         The solver actually used.
     n_features_in_ : int
@@ -104,9 +158,12 @@ class PCA(TransformerMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_components: int | None = None, solver: str = "auto") -> None:
+    def __init__(
+        self, n_components: int | float | None = None, solver: str = "auto", whiten: bool = False
+    ) -> None:
         self.n_components = n_components
         self.solver = solver
+        self.whiten = whiten
 
     def fit(self, X: ArrayLike, y: object = None) -> PCA:
         """Fit the principal components of ``X`` of shape (n_samples, n_features)."""
@@ -116,13 +173,12 @@ class PCA(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"solver must be one of {', '.join(repr(s) for s in SOLVERS)}; got {self.solver!r}."
             )
+        if not isinstance(self.whiten, bool | np.bool_):
+            raise ValueError(f"whiten must be True or False; got {self.whiten!r}.")
         max_k = min(n, d)
-        if self.n_components is None:
-            k = max_k
-        else:
-            k = check_n_components(
-                self.n_components, max_k, f"min(n_samples, n_features) = {max_k}"
-            )
+        requested = _check_n_components_param(self.n_components, max_k)
+        # A fraction needs the whole spectrum; the number is chosen after the fit.
+        k = max_k if isinstance(requested, float) else requested
         solver = self.solver
         if solver == "auto":
             solver = "gram" if d > n else "covariance"
@@ -150,12 +206,34 @@ class PCA(TransformerMixin, BaseEstimator):
             components = _orthonormal_completion(Q.T, d, k)
             eigenvalues = np.where(np.arange(k) < good.sum(), eigenvalues, 0.0)
         eigenvalues = np.clip(eigenvalues, 0.0, None)
+        ratios = eigenvalues / total_variance if total_variance > 0 else np.zeros_like(eigenvalues)
+        if isinstance(requested, float):
+            if total_variance <= 0:
+                raise ValueError(
+                    f"n_components={self.n_components!r} asks for a fraction of the variance, but "
+                    f"X has zero variance ({_why_no_variance(n)}); pass an integer."
+                )
+            k = n_components_for_variance(ratios, requested)
+            eigenvalues, components, ratios = eigenvalues[:k], components[:k], ratios[:k]
+        if self.whiten:
+            tiny = max(n, d) * np.finfo(float).eps * max(float(eigenvalues[0]), 0.0)
+            flat = np.flatnonzero(eigenvalues <= tiny)
+            if flat.size and flat[0] == 0:
+                raise ValueError(
+                    f"whiten=True, but X has zero variance ({_why_no_variance(n)}): nothing can "
+                    "be scaled to unit variance; use whiten=False."
+                )
+            if flat.size:
+                raise ValueError(
+                    f"whiten=True, but component(s) {flat.tolist()} of the {k} requested have "
+                    f"(numerically) zero variance and cannot be scaled to unit variance; ask "
+                    f"for at most {int(flat[0])} components (n_components), or a fraction of the "
+                    "variance such as 0.95, or whiten=False."
+                )
         components = flip_signs(np.ascontiguousarray(components.T)).T
         self.components_ = np.ascontiguousarray(components)
         self.eigenvalues_ = eigenvalues
-        self.explained_variance_ratio_ = (
-            eigenvalues / total_variance if total_variance > 0 else np.zeros_like(eigenvalues)
-        )
+        self.explained_variance_ratio_ = ratios
         self.n_components_ = k
         self.solver_ = solver
         self.n_features_in_ = d
@@ -163,22 +241,44 @@ class PCA(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Project ``X`` onto the components: ``(X − mean_) @ components_.T``."""
+        """Project ``X`` onto the components: ``(X − mean_) @ components_.T``.
+
+        With ``whiten=True`` each column is then divided by ``√eigenvalues_``.
+        """
         check_is_fitted(self, "components_")
         X = check_array(X)
         check_n_features(X, self.n_features_in_, type(self).__name__)
-        return (X - self.mean_) @ self.components_.T
+        Z = (X - self.mean_) @ self.components_.T
+        if self.whiten:
+            Z /= np.sqrt(self.eigenvalues_)
+        return Z
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
         """Fit and return the projections of ``X``."""
         return self.fit(X).transform(X)
 
-    def inverse_transform(self, Z: ArrayLike) -> NDArray[np.float64]:
-        """Map projections back to the input space: ``Z @ components_ + mean_``."""
+    def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Map projections back to the input space: ``X @ components_ + mean_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Projections (scikit-learn's name for the argument), e.g. the
+            output of :meth:`transform`. With ``whiten=True`` they are first
+            multiplied by ``√eigenvalues_``, so this inverts ``transform``
+            exactly on the span of the components.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+        """
         check_is_fitted(self, "components_")
-        Z = check_array(Z, "Z")
-        if Z.shape[1] != self.n_components_:
+        X = check_array(X, "X")
+        if X.shape[1] != self.n_components_:
             raise ValueError(
-                f"Z has {Z.shape[1]} columns, but this PCA has {self.n_components_} components."
+                f"X has {X.shape[1]} columns, but this PCA has {self.n_components_} components; "
+                "inverse_transform takes projections (the output of transform)."
             )
-        return Z @ self.components_ + self.mean_
+        if self.whiten:
+            X = X * np.sqrt(self.eigenvalues_)
+        return X @ self.components_ + self.mean_

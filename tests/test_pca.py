@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.decomposition import PCA as SKPCA
 from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kpca_lib import PCA
 from kpca_lib.pca import n_components_for_variance
@@ -89,7 +90,7 @@ def test_deterministic_signs(rng):
 def test_sklearn_compatibility(rng):
     X = rng.normal(size=(20, 5))
     p = clone(PCA(2, solver="gram"))
-    assert p.get_params() == {"n_components": 2, "solver": "gram"}
+    assert p.get_params() == {"n_components": 2, "solver": "gram", "whiten": False}
     Z = make_pipeline(PCA(3)).fit_transform(X)
     assert Z.shape == (20, 3)
 
@@ -126,3 +127,125 @@ def test_transform_checks(rng):
         p.transform(rng.normal(size=(2, 4)))
     with pytest.raises(ValueError, match="NaN"):
         p.transform([[np.nan, 0, 0]])
+
+
+# -- n_components as a fraction, whiten, inverse_transform(X) (scikit-learn's names) -----------
+
+
+def _decaying(rng, n=60, d=8):
+    return rng.normal(size=(n, d)) @ np.diag(np.geomspace(4.0, 0.2, d))
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.8, 0.9, 0.95, 0.99])
+@pytest.mark.parametrize("solver", ["covariance", "gram"])
+def test_fraction_matches_sklearn(rng, fraction, solver):
+    X = _decaying(rng)
+    ours = PCA(fraction, solver=solver).fit(X)
+    ref = SKPCA(fraction, svd_solver="full").fit(X)
+    assert ours.n_components_ == ref.n_components_
+    assert ours.components_.shape == (ref.n_components_, X.shape[1])
+    np.testing.assert_allclose(ours.explained_variance_ratio_, ref.explained_variance_ratio_, rtol=1e-9)
+    assert_allclose_up_to_sign(ours.transform(X), ref.transform(X), atol=1e-9)
+    assert_allclose_up_to_sign(ours.inverse_transform(ours.transform(X)),
+                               ref.inverse_transform(ref.transform(X)), atol=1e-9)
+
+
+def test_fraction_is_the_lectures_95_percent_rule(rng):
+    X = _decaying(rng, 40, 10)
+    full = PCA().fit(X)
+    k = n_components_for_variance(full.explained_variance_ratio_, 0.95)
+    p = PCA(0.95).fit(X)
+    assert p.n_components_ == k < 10
+    np.testing.assert_allclose(p.components_, full.components_[:k], atol=1e-12)
+    np.testing.assert_allclose(p.eigenvalues_, full.eigenvalues_[:k], rtol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(2, 15),
+    st.integers(1, 10),
+    st.floats(0.01, 0.99),
+    st.integers(0, 2**31 - 1),
+)
+def test_fraction_property(n, d, fraction, seed):
+    X = np.random.default_rng(seed).normal(size=(n, d)) * np.geomspace(1, 0.1, d)
+    full = PCA().fit(X)
+    p = PCA(fraction).fit(X)
+    k = p.n_components_
+    cumulative = np.cumsum(full.explained_variance_ratio_)
+    # the smallest k whose cumulative ratio reaches the fraction
+    assert cumulative[k - 1] >= fraction - 1e-12
+    assert k == 1 or cumulative[k - 2] < fraction
+    assert p.components_.shape == (k, d) and p.transform(X).shape == (n, k)
+
+
+@pytest.mark.parametrize("solver", ["covariance", "gram"])
+def test_whiten_matches_sklearn_up_to_the_1_over_n_convention(rng, solver):
+    X = _decaying(rng, 30, 6)
+    n = len(X)
+    ours = PCA(4, solver=solver, whiten=True).fit(X)
+    ref = SKPCA(4, whiten=True, svd_solver="full").fit(X)
+    Z = ours.transform(X)
+    # unit variance with the lectures' 1/n; scikit-learn's is 1/(n-1), a factor sqrt(n/(n-1))
+    np.testing.assert_allclose(Z.T @ Z / n, np.eye(4), atol=1e-10)
+    assert_allclose_up_to_sign(Z, ref.transform(X) * np.sqrt(n / (n - 1)), atol=1e-9)
+    # inverse_transform undoes the whitening: the same reconstruction as scikit-learn's
+    np.testing.assert_allclose(ours.inverse_transform(Z), ref.inverse_transform(ref.transform(X)),
+                               atol=1e-9)
+    plain = PCA(4, solver=solver).fit(X)
+    np.testing.assert_allclose(ours.inverse_transform(Z),
+                               plain.inverse_transform(plain.transform(X)), atol=1e-10)
+    np.testing.assert_allclose(Z, plain.transform(X) / np.sqrt(plain.eigenvalues_), atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(3, 12), st.integers(1, 6), st.integers(0, 2**31 - 1))
+def test_whiten_round_trip_property(n, d, seed):
+    X = np.random.default_rng(seed).normal(size=(n, d)) * np.geomspace(3, 0.3, d)
+    k = min(n - 1, d)  # the centred data has rank min(n - 1, d)
+    p = PCA(k, whiten=True).fit(X)
+    Z = p.transform(X)
+    np.testing.assert_allclose(Z.T @ Z / n, np.eye(k), atol=1e-8)
+    if k == d:
+        np.testing.assert_allclose(p.inverse_transform(Z), X, atol=1e-9 * (1 + np.abs(X).max()))
+
+
+def test_inverse_transform_argument_is_named_X(rng):
+    X = rng.normal(size=(12, 4))
+    p = PCA(2).fit(X)
+    Z = p.transform(X)
+    np.testing.assert_allclose(p.inverse_transform(X=Z), p.inverse_transform(Z))
+    with pytest.raises(ValueError, match="X has 3 columns.*2 components"):
+        p.inverse_transform(np.ones((2, 3)))
+
+
+def test_whiten_rejects_zero_variance_components(rng):
+    X = rng.normal(size=(5, 20))  # d > n: centred rank 4 < min(n, d) = 5
+    with pytest.raises(ValueError, match="whiten=True.*zero variance.*at most 4"):
+        PCA(whiten=True).fit(X)
+    Z = PCA(4, whiten=True).fit_transform(X)
+    assert np.all(np.isfinite(Z))
+    with pytest.raises(ValueError, match="whiten"):
+        PCA(whiten="yes").fit(X)
+
+
+@pytest.mark.parametrize(
+    "n_components",
+    [0.0, 1.0, -0.5, -1, 1.5, float("nan"), float("inf"), True, False, "mle", "0.5", [2]],
+)
+def test_bad_n_components(n_components):
+    X = np.random.default_rng(0).normal(size=(10, 4))
+    with pytest.raises(ValueError, match="n_components") as info:
+        PCA(n_components).fit(X)
+    if n_components == 1.0 and not isinstance(n_components, bool):
+        assert "integer 1" in str(info.value)
+
+
+def test_fraction_of_zero_variance_data():
+    with pytest.raises(ValueError, match="zero variance"):
+        PCA(0.9).fit(np.ones((5, 3)))
+
+
+@parametrize_with_checks([PCA(0.9, whiten=True), PCA(2, solver="gram", whiten=True)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

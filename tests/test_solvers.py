@@ -6,11 +6,16 @@ import numpy as np
 import pytest
 from conftest import assert_allclose_up_to_sign, subspace_agreement
 from sklearn.decomposition import KernelPCA as SKKernelPCA
-from sklearn.exceptions import ConvergenceWarning
 
 from kpca_lib import KernelPCA, kernel_pca
 from kpca_lib._blocked import SymmetricPanels, build_kernel_panels, symmetrize_inplace
-from kpca_lib._eigen import choose_solver, lanczos_eigh, top_eigh, top_eigh_operator
+from kpca_lib._eigen import (
+    EigenpairsNotVerifiedError,
+    choose_solver,
+    lanczos_eigh,
+    top_eigh,
+    top_eigh_operator,
+)
 from kpca_lib.centering import center_kernel
 from kpca_lib.datasets import make_moons
 from kpca_lib.kernels import (
@@ -168,10 +173,17 @@ def test_lanczos_invariant_subspace_and_rank_deficiency(rng):
     np.testing.assert_allclose(V.T @ V, np.eye(5), atol=1e-10)
 
 
-def test_lanczos_reports_non_convergence(rng):
+def test_lanczos_non_convergence_is_an_error(rng):
     A = _psd_matrix(rng, 300, np.linspace(1, 0.99, 300))
-    with pytest.warns(ConvergenceWarning, match="lanczos"):
+    with pytest.raises(EigenpairsNotVerifiedError, match=r"(?s)did not converge in 5 products.*max_iter \(now 5\)"):
         lanczos_eigh(A.__matmul__, 300, 2, max_iter=5)
+    for solver in ("lanczos", "auto"):
+        if solver == "auto":  # falls back to the dense solver, which verifies
+            w, _ = top_eigh_operator(A.__matmul__, 300, 2, solver, max_iter=5)
+            np.testing.assert_allclose(w, [1.0, 1 - 0.01 / 299], rtol=1e-12)
+        else:
+            with pytest.raises(EigenpairsNotVerifiedError, match="residual too large"):
+                top_eigh_operator(A.__matmul__, 300, 2, solver, max_iter=5)
 
 
 def test_small_problems_use_dense_fallback(rng):
