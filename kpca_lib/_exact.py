@@ -285,7 +285,7 @@ def _classify(
             f"eigenvalue(s) (smallest {eigenvalues.min():.3g}), beyond rounding (±{r:.2g}): "
             f"{why}. They are treated as 0.",
             NonPSDKernelWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     if pairs.smallest is not None and pairs.smallest < -r:
         clearly = pairs.smallest < -significant
@@ -295,7 +295,7 @@ def _classify(
             f"requested components: {why}. The {k} requested components are still well defined "
             "(the top eigenpairs), but check the kernel with kpca_lib.mercer.check_mercer.",
             NonPSDKernelWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     zero = eigenvalues <= max(1e-12 * max_abs, r)
     return np.where(zero, 0.0, eigenvalues)

@@ -194,6 +194,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         With ``fit_inverse_transform=True``: coefficients of the pre-image map.
     gamma_ : float or None
         The ``gamma`` in use (``1/(2σ²)`` for rbf); ``None`` for kernels without one.
+    sigma_ : float or None
+        The RBF bandwidth in use (``None`` for other kernels).
     eigen_solver_ : str
         The solver actually used (``"features"`` for an approximation).
     n_components_ : int
@@ -351,6 +353,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_components_ = int(result.eigenvalues.size)
         self.n_features_in_ = X.shape[1]
         self.gamma_ = spec.gamma
+        self.sigma_ = spec.sigma
         if self.fit_inverse_transform:
             from .preimage import fit_preimage_map
 

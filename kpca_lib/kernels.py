@@ -381,6 +381,13 @@ class KernelEvaluator:
         ``diagonal=True`` declares that ``A`` is ``B`` and ``rows == cols``:
         the block is then made exactly symmetric (and the RBF diagonal exact).
         """
+        with np.errstate(over="ignore", invalid="ignore"):
+            # Overflow is reported by the callers (check_kernel_values), naming the fix.
+            return self._block(side, rows, cols, out, diagonal)
+
+    def _block(
+        self, side: _Side, rows: slice, cols: slice, out: NDArray | None, diagonal: bool
+    ) -> NDArray[np.float64]:
         name = self.spec.name
         K = np.matmul(side.left[rows], self.right[cols].T, out=out)
         if name == "rbf":
@@ -397,11 +404,10 @@ class KernelEvaluator:
             return K
         if name == "poly":
             degree = self.spec.degree
-            with np.errstate(over="ignore", invalid="ignore"):
-                if degree == 2:
-                    np.multiply(K, K, out=K)
-                elif degree > 2:
-                    np.power(K, degree, out=K)
+            if degree == 2:
+                np.multiply(K, K, out=K)
+            elif degree > 2:
+                np.power(K, degree, out=K)
         elif name == "sigmoid":
             np.tanh(K, out=K)
         if diagonal:
