@@ -102,6 +102,7 @@ class _Eigenpairs:
     solver: str
     rounding_bound: float
     smallest: float | None  # smallest eigenvalue of the whole K_c, when checked
+    float32_frobenius: float | None = None  # ‖K‖_F of a float32-stored kernel
 
 
 def _checker(spec: KernelSpec):
@@ -153,14 +154,13 @@ def _eigenpairs(
             panels.centered_matmat, n, k, solver, tol=tol, max_iter=max_iter
         )
         bound = _rounding_bound(n, eigenvalues, panels.frobenius_norm, dtype, solver, tol)
-        if dtype == np.float32:
-            _check_float32_accuracy(eigenvalues, panels.frobenius_norm)
         smallest = None
         if spec.may_be_indefinite and k < n:
             smallest = _smallest_eigenvalue(panels.centered_matmat, n)
         return _Eigenpairs(
             eigenvalues, eigenvectors, panels.row_means, panels.grand_mean, shift, expm1,
             solver, bound, smallest,
+            panels.frobenius_norm if dtype == np.float32 else None,
         )
     # A full n×n matrix: the dense solver, callable and precomputed kernels.
     if spec.is_named:
@@ -242,7 +242,7 @@ def _smallest_eigenvalue(matmat, n: int, K_c: NDArray[np.float64] | None = None)
 def _check_float32_accuracy(eigenvalues: NDArray, frobenius_norm: float) -> None:
     """Warn if float32 rounding of K may move the eigenvalues by more than 1e-4 relative."""
     bound = 2.0**-24 * frobenius_norm  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F, and ‖P E P‖₂ ≤ ‖E‖₂
-    positive = eigenvalues[eigenvalues > 0]
+    positive = eigenvalues[eigenvalues > 0]  # rounding-level ones are already 0
     smallest = float(positive.min()) if positive.size else 0.0
     if bound > 1e-4 * smallest:
         warnings.warn(
@@ -250,7 +250,7 @@ def _check_float32_accuracy(eigenvalues: NDArray, frobenius_norm: float) -> None
             f"up to {bound:.3g}, more than 1e-4 of the smallest requested eigenvalue "
             f"({smallest:.3g}); use kernel_dtype='float64' for accurate results.",
             UserWarning,
-            stacklevel=5,
+            stacklevel=4,
         )
 
 
@@ -359,6 +359,8 @@ def fit_exact(
         dtype=np.dtype(kernel_dtype), n_threads=n_threads,
     )
     eigenvalues = _classify(pairs, k, n, spec)
+    if pairs.float32_frobenius is not None:
+        _check_float32_accuracy(eigenvalues, pairs.float32_frobenius)
     eigenvectors = pairs.eigenvectors
     if n_components is None:
         keep = eigenvalues > 0
