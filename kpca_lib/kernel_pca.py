@@ -271,7 +271,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             allow_precomputed=True,
         )
 
-    def _validate_params(self, n: int) -> KernelSpec:  # noqa: D401 - scikit-learn's name
+    def _check_params(self, n: int) -> KernelSpec:
         spec = self._kernel_spec()
         if self.eigen_solver not in EIGEN_SOLVERS:
             choose_solver(n, 1, self.eigen_solver)  # raises the ValueError
@@ -307,7 +307,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         X_in = X
         X = self._validate_X(X, reset=True)
         n = X.shape[0]
-        spec = self._validate_params(n)
+        spec = self._check_params(n)
         approximation = check_approximation(self.approximation, spec)
         n_threads = check_n_jobs(self.n_jobs)
         if spec.name == "precomputed" and X.shape[0] != X.shape[1]:

@@ -1,13 +1,16 @@
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import assert_allclose_up_to_sign, subspace_agreement
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.decomposition import KernelPCA as SKKernelPCA
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import pairwise
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
@@ -208,12 +211,6 @@ def test_polynomial_overflow_is_an_error():
 
 
 # -- scikit-learn's API: kernels, gamma, precomputed --------------------------------------
-
-import pandas as pd  # noqa: E402
-from sklearn.exceptions import NotFittedError  # noqa: E402
-from sklearn.metrics import pairwise  # noqa: E402
-
-from kpca_lib.kernels import rbf_kernel as _rbf  # noqa: E402
 
 SK_CASES = [
     ({"kernel": "sigmoid", "gamma": 0.05, "coef0": 0.3}, {"kernel": "sigmoid", "gamma": 0.05, "coef0": 0.3}),
