@@ -378,13 +378,26 @@ def fit_exact(
     if pairs.float32_frobenius is not None:
         _check_float32_accuracy(eigenvalues, pairs.float32_frobenius)
     eigenvectors = pairs.eigenvectors
+    if not np.any(eigenvalues > 0):
+        if pairs.eigenvalues.max() < -pairs.rounding_bound:
+            message = (
+                f"no requested eigenvalue of the centred kernel matrix is positive (n_samples = "
+                f"{n}; the largest is {pairs.eigenvalues.max():.4g}): {_indefinite_cause(spec)}"
+            )
+        else:
+            message = (
+                f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every "
+                f"requested eigenvalue within ±{pairs.rounding_bound:.3g}): every sample is the "
+                "same point in feature space, or the kernel's variation is below float64 "
+                "rounding (e.g. gamma too small or sigma too large for the scale of X)"
+            )
+        if n_components is None:
+            raise ValueError(
+                f"{message}, so there is no variance to analyse. Check X and the kernel parameters."
+            )
+        warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=4)
     if n_components is None:
         keep = eigenvalues > 0
-        if not np.any(keep):
-            raise ValueError(
-                "the centred kernel matrix is zero: every sample is the same point in feature "
-                "space, so there is no variance to analyse. Check X and the kernel parameters."
-            )
         eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
     alphas = np.zeros_like(eigenvectors)
     nz = eigenvalues > 0

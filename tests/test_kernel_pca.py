@@ -502,3 +502,15 @@ def test_inverse_transform_needs_the_flag(rng):
     assert kp.inverse_transform(kp.transform(X)).shape == X.shape
     with pytest.raises(ValueError, match="n_components_"):
         kp.inverse_transform(np.ones((2, 5)))
+
+
+@pytest.mark.parametrize("params, scale", [({"kernel": "poly", "gamma": 1e-100}, 1.0), ({"kernel": "linear"}, 1e-170), ({"kernel": "rbf"}, 1e-170)])
+def test_kernel_variation_below_rounding_is_never_silent(rng, params, scale):
+    X = scale * rng.normal(size=(50, 2))
+    with pytest.raises(ValueError, match="rounding|smaller sigma|scale X"):
+        KernelPCA(**params).fit(X)
+    try:
+        with pytest.warns(UserWarning, match="zero up to rounding"):
+            KernelPCA(2, **params).fit(X)
+    except ValueError as exc:  # or refused outright, naming the cause
+        assert "smaller sigma" in str(exc) or "scale X" in str(exc)
