@@ -514,3 +514,65 @@ def test_kernel_variation_below_rounding_is_never_silent(rng, params, scale):
             KernelPCA(2, **params).fit(X)
     except ValueError as exc:  # or refused outright, naming the cause
         assert "smaller sigma" in str(exc) or "scale X" in str(exc)
+
+
+# -- randomized differential test against a cancellation-free reference --------------------
+
+
+def _family(rng, name, n, d):
+    base = rng.normal(size=(n, d))
+    if name == "offset":
+        return 1e6 + base
+    if name == "clusters":
+        centres = rng.normal(size=(4, d)) * 1e3
+        return centres[rng.integers(0, 4, n)] + base
+    if name == "duplicates":
+        return np.repeat(base[: max(2, n // 5)], 5, axis=0)[:n] + 1e3
+    if name == "grid":
+        side = int(np.ceil(np.sqrt(n)))
+        g = np.stack(np.meshgrid(np.arange(side), np.arange(side)), -1).reshape(-1, 2)[:n]
+        return np.hstack([g, np.zeros((n, d - 2))]) * 0.1 + 50.0 if d >= 2 else g[:, :1]
+    if name == "badly_scaled":
+        return base * np.logspace(-3, 3, d)
+    return base
+
+
+def _reference(kernel, X, param):
+    """Centred kernel by direct differences / exact centring (no cancellation)."""
+    if kernel == "rbf":
+        K = _direct_rbf_minus_one(X, X, param)
+    elif kernel == "linear":
+        Xc = X - X.mean(axis=0)
+        K = Xc @ Xc.T
+    else:  # cosine
+        N = X / np.linalg.norm(X, axis=1, keepdims=True)
+        K = N @ N.T
+    return _reference_kpca(K, len(X))[0]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("seed", range(24))
+def test_randomized_differential(seed):
+    rng = np.random.default_rng(1000 + seed)
+    family = ["gaussian", "offset", "clusters", "duplicates", "grid", "badly_scaled"][seed % 6]
+    kernel = ["rbf", "linear", "cosine"][seed % 3]
+    solver, dtype = [("dense", "float64"), ("lanczos", "float64"), ("arpack", "float64"), ("lanczos", "float32")][seed % 4]
+    n, d = int(rng.integers(40, 260)), int(rng.integers(2, 6))
+    X = _family(rng, family, n, d)
+    if kernel == "cosine" and family != "badly_scaled":
+        X = X - X.mean(axis=0) + 0.01  # cosine is about directions: give the points some
+    sq = np.sum((X[: min(n, 60), None, :] - X[None, : min(n, 60), :]) ** 2, axis=-1)
+    gamma = 1.0 / (2 * np.median(sq[sq > 0]) * rng.choice([0.05, 1.0, 20.0]))
+    k = int(rng.choice([1, 3, max(1, n // 4)]))
+    ref = _reference(kernel, X, gamma)
+    kp = KernelPCA(k, kernel=kernel, gamma=gamma if kernel == "rbf" else None, eigen_solver=solver, kernel_dtype=dtype)
+    Z = kp.fit_transform(X)
+    top = ref[0]
+    # float32 storage moves eigenvalues by up to 2^-24 ‖K‖_F (the documented bound).
+    tol = 1e-8 * top if dtype == "float64" else 2.0**-24 * np.linalg.norm(ref) * 4
+    expected = np.where(ref[:k] > kp._result.rounding_bound, ref[:k], 0.0)
+    resolved = expected > tol
+    np.testing.assert_allclose(kp.eigenvalues_[resolved], expected[resolved], rtol=1e-6 if dtype == "float64" else 1e-3, atol=tol)
+    assert np.all(np.abs(kp.eigenvalues_[~resolved]) <= 2 * tol + kp._result.rounding_bound)
+    scale = np.abs(Z).max()
+    np.testing.assert_allclose(kp.transform(X), Z, atol=(1e-7 if dtype == "float64" else 1e-3) * scale)
