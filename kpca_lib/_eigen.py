@@ -50,6 +50,7 @@ import scipy.linalg
 import scipy.sparse.linalg
 from numpy.typing import NDArray
 
+from ._blocked import symmetrize_inplace
 from ._verify import Verification, verify_eigenpairs
 
 __all__ = [
@@ -73,6 +74,11 @@ _SMALL = 64
 _DENSE_TOL_FACTOR = 100.0
 
 _EPS64 = float(np.finfo(np.float64).eps)
+
+#: Deflation check of the operator paths: one random vector, 2 to 6 products. Products
+#: with a few columns cost several times one column with a matrix stored in panels, and
+#: one vector suffices to find a missed eigenvalue (the largest of the complement).
+_KRYLOV_CHECK = {"check_block": 1, "min_passes": 2, "max_passes": 6}
 
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
@@ -187,11 +193,16 @@ def flip_signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
     This is scikit-learn's ``svd_flip(u, None)`` convention, so that results
     are deterministic and compare directly with scikit-learn.
     """
+    V *= _signs(V)[None, :]
+    return V
+
+
+def _signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The sign of the largest-magnitude entry of every column (1 for a zero column)."""
     idx = np.argmax(np.abs(V), axis=0)
     signs = np.sign(V[idx, np.arange(V.shape[1])])
     signs[signs == 0] = 1.0
-    V *= signs[None, :]
-    return V
+    return signs
 
 
 def choose_solver(n: int, k: int, solver: str) -> str:
@@ -233,6 +244,18 @@ def _descending(
     eigenvalues = np.ascontiguousarray(eigenvalues[order], dtype=np.float64)
     eigenvectors = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
     return eigenvalues, flip_signs(eigenvectors)
+
+
+def _descending_with_images(
+    eigenvalues: NDArray[np.float64], eigenvectors: NDArray[np.float64], images: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`_descending`, applying the same order and signs to ``images = A @ eigenvectors``."""
+    order = np.argsort(eigenvalues, kind="stable")[::-1]
+    V = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
+    signs = _signs(V)
+    V *= signs
+    AV = images[:, order] * signs
+    return np.ascontiguousarray(eigenvalues[order], dtype=np.float64), V, AV
 
 
 # -- dense ---------------------------------------------------------------------------
@@ -294,8 +317,24 @@ def _dense_attempt(
     check = verify_eigenpairs(
         A.__matmul__, n, k, w, V, tol=rtol, matrix_norm=matrix_norm, dtype_eps=dtype_eps
     )
+    if not check.ok:
+        asym = _asymmetry(A)
+        if asym > 0:
+            check.failures.append(
+                f"the matrix is not symmetric (max|S − Sᵀ| = {asym:.3g}; the dense solver reads "
+                "one triangle only): pass its symmetric part (S + Sᵀ)/2"
+            )
     report.attempts.append(Attempt("dense", how, seconds, 0, check))
     return (w, V) if check.ok else None
+
+
+def _asymmetry(A: NDArray[np.float64], block: int = 512) -> float:
+    """``max|A − Aᵀ|`` without an n×n temporary."""
+    n, worst = A.shape[0], 0.0
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        worst = max(worst, float(np.abs(A[i0:i1, :] - A[:, i0:i1].T).max(initial=0.0)))
+    return worst
 
 
 def _materialize(matmat: MatMat, n: int, chunk: int = 1024) -> NDArray[np.float64]:
@@ -306,8 +345,6 @@ def _materialize(matmat: MatMat, n: int, chunk: int = 1024) -> NDArray[np.float6
         E = np.zeros((n, j1 - j0))
         E[np.arange(j0, j1), np.arange(j1 - j0)] = 1.0
         A[:, j0:j1] = matmat(E)
-    from ._blocked import symmetrize_inplace
-
     return symmetrize_inplace(A)
 
 
@@ -344,11 +381,13 @@ def top_eigh(
     Parameters
     ----------
     S : ndarray of shape (n, n)
-        Symmetric matrix (only its lower triangle is read by the dense solver).
+        Symmetric matrix (LAPACK reads one triangle; the verification uses all
+        of it, so an asymmetric ``S`` is reported).
     k : int
         Number of eigenpairs, ``1 <= k <= n``.
     solver : {"auto", "dense", "arpack", "lanczos"}
-        See the module docstring and :func:`choose_solver`.
+        See the module docstring and :func:`choose_solver`. ``"auto"`` falls
+        back to ``"dense"`` if the iterative result cannot be verified.
     overwrite : bool, default=False
         Let the dense solver work in ``S`` instead of a copy (saves an n×n
         matrix). ``S`` keeps one triangle, from which it is rebuilt for the
@@ -374,6 +413,10 @@ def top_eigh(
         return top_eigh_operator(S.__matmul__, n, k, solver, tol=tol, max_iter=max_iter)
     report = SolverReport(solver, n, k)
     _publish(report)
+    if S.dtype != np.float64:
+        # LAPACK in float32 gives vectors orthonormal to 1e-6 only: solve the (exactly
+        # representable) float64 matrix instead, in a copy we may overwrite.
+        S, overwrite = np.asarray(S, dtype=np.float64), True
     result = _dense_attempt(S, k, overwrite, tol, report)
     if result is None:
         _raise(report, tol, max_iter)
@@ -494,6 +537,8 @@ def _raise(report: SolverReport, tol: float | None, max_iter: int | None) -> Non
         fixes.append(f"a larger tol (now {tol!r}) or max_iter (now {max_iter!r})")
     if report.dtype_eps > _EPS64:
         fixes.append("kernel_dtype='float64' (the matrix is stored in lower precision)")
+    if not fixes:
+        fixes.append("check that the matrix is symmetric and finite, and report the case")
     raise EigenpairsNotVerifiedError(
         f"eigen_solver={report.requested!r}: the {report.k} largest eigenpairs of the "
         f"{report.n}×{report.n} matrix could not be computed and verified. Attempts:\n{tried}\n"
@@ -542,7 +587,8 @@ def _arpack_attempt(
     w, V = _descending(w, V)
     seconds = time.perf_counter() - start
     check = verify_eigenpairs(
-        matmat, n, k, w, V, tol=max(arpack_tol, 1e-10), matrix_norm=matrix_norm, dtype_eps=dtype_eps
+        matmat, n, k, w, V, tol=max(arpack_tol, 1e-10), matrix_norm=matrix_norm,
+        dtype_eps=dtype_eps, **_KRYLOV_CHECK,
     )
     report.attempts.append(Attempt("arpack", "", seconds, calls[0], check))
     return (w, V) if check.ok else None
@@ -570,11 +616,12 @@ def _lanczos_attempts(
             matmat, n, k, tol=rtol, max_iter=max_iter, block_size=block,
             seed=attempt, start=start_block,
         )
-        w, V = _descending(theta, U)
+        w, V, AV = _descending_with_images(theta, U, info["AU"])
         seconds = time.perf_counter() - t0
         check = verify_eigenpairs(
-            matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"],
+            matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"], AU=AV,
             matrix_norm=matrix_norm, dtype_eps=dtype_eps, seed=1000 + attempt,
+            **_KRYLOV_CHECK,
         )
         detail = f"block size {block}"
         if not info["converged"]:
@@ -698,10 +745,11 @@ def lanczos_eigh(
     theta, U, info = _block_lanczos(
         matmat, n, k, tol=tol, max_iter=max_iter, block_size=b, max_basis=max_basis, seed=seed
     )
-    w, V = _descending(theta, U)
+    w, V, AV = _descending_with_images(theta, U, info["AU"])
     seconds = time.perf_counter() - t0
     check = verify_eigenpairs(
-        matmat, n, k, w, V, tol=tol, norm_estimate=info["scale"], dtype_eps=dtype_eps
+        matmat, n, k, w, V, tol=tol, norm_estimate=info["scale"], AU=AV, dtype_eps=dtype_eps,
+        **_KRYLOV_CHECK,
     )
     detail = f"block size {b}"
     if not info["converged"]:
@@ -739,9 +787,9 @@ def _block_lanczos(
     m_max = max(m_max, k + 2 * b)
     if n <= max(_SMALL, 2 * m_max):
         A = _materialize(matmat, n)
-        w, V, _, _ = _dense_top(A, k, overwrite=True)
+        w, V, A, _ = _dense_top(A, k, overwrite=True)
         scale = float(np.max(np.abs(w))) if w.size else 0.0
-        return w, V, {"converged": True, "why": "", "products": n, "scale": scale}
+        return w, V, {"converged": True, "why": "", "products": n, "scale": scale, "AU": A @ V}
     max_iter = max(1000, 50 * k) if max_iter is None else int(max_iter)
     rng = np.random.default_rng(seed)
 
@@ -776,7 +824,10 @@ def _block_lanczos(
         residuals = np.linalg.norm(AQ[:, :m] @ top - U * theta, axis=0)
         worst = float(residuals.max()) / scale if m >= k else np.inf
         if worst <= tol:
-            return theta, U, {"converged": True, "why": "", "products": n_products, "scale": scale}
+            return theta, U, {
+                "converged": True, "why": "", "products": n_products, "scale": scale,
+                "AU": AQ[:, :m] @ top,
+            }
         if worst < 0.5 * best:
             best, since_best = worst, 0
         else:
@@ -785,7 +836,7 @@ def _block_lanczos(
             why = "stagnated after" if since_best > patience else "did not converge in"
             return theta, U, {
                 "converged": False, "why": why, "products": n_products, "scale": scale,
-                "worst": worst,
+                "worst": worst, "AU": AQ[:, :m] @ top,
             }
         W = _orthonormal_block(W.copy(), Q[:, :m], rng, scale)
         if m + W.shape[1] > m_max:

@@ -317,7 +317,7 @@ def _best_training_start(
         block = slice(first, first + rows)
         b = cand[block]
         K = squared_distances(Xc[b.ravel()], Xc)
-        K *= -1.0 / (2.0 * sigma**2)
+        K *= -0.5 / sigma / sigma
         np.exp(K, out=K)
         values = np.einsum("rcn,rn->rc", K.reshape(b.shape[0], c, n), G[block])
         best = np.argmax(values, axis=1)
@@ -327,16 +327,21 @@ def _best_training_start(
 
 
 def _rho(G: NDArray, Y: NDArray, Xc: NDArray, sigma: float) -> tuple[NDArray, NDArray, NDArray]:
-    """Scaled weights ``W_i = γ_i k(y, x_i)/k(y, x_nearest)``, their sum, and ``ρ(y)``."""
-    logk = squared_distances(Y, Xc)
-    logk *= -1.0 / (2.0 * sigma**2)
-    shift = logk.max(axis=1)  # the nearest training point: exp(0) = 1, no underflow
-    logk -= shift[:, None]
-    W = np.exp(logk, out=logk)
+    """Scaled weights ``W_i = γ_i k(y, x_i)/k(y, x_nearest)``, their sum, and ``ρ(y)``.
+
+    ``k(y, x_i)/k(y, x_nearest) = exp(−(‖y − x_i‖² − min_j ‖y − x_j‖²)/(2σ²))``:
+    the nearest training point gets exactly 1, so the sum cannot underflow.
+    """
+    inv = 0.5 / sigma / sigma  # 0 for a huge σ (no overflow, unlike sigma**2)
+    D = squared_distances(Y, Xc)
+    nearest = D.min(axis=1)
+    D -= nearest[:, None]
+    D *= -inv
+    W = np.exp(D, out=D)
     W *= G
     denom = W.sum(axis=1)
-    with np.errstate(under="ignore", over="ignore"):
-        rho = denom * np.exp(shift)
+    with np.errstate(under="ignore"):
+        rho = denom * np.exp(-inv * nearest)
     return W, denom, rho
 
 
@@ -487,10 +492,26 @@ def fixed_point_preimage(
     if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
     tol = check_positive(tol, "tol")
+    if not np.isfinite(0.5 / sigma / sigma):
+        raise ValueError(
+            f"the RBF bandwidth sigma={sigma!r} is too small for float64 (σ² underflows); "
+            "refit with a larger sigma (smaller gamma), e.g. of the order of the distances "
+            "between points."
+        )
     # Work in coordinates centred on the training mean: distances without cancellation.
     mean = X_fit.mean(axis=0)
     Xc = X_fit - mean
-    G = expansion_coefficients(alphas, Z)
+    with np.errstate(over="ignore", invalid="ignore"):
+        G = expansion_coefficients(alphas, Z)
+    if not np.all(np.isfinite(G)):
+        raise ValueError(
+            "Z is too large: its expansion coefficients overflow float64. Pass projections of "
+            "the estimator, e.g. estimator.transform(X)."
+        )
+    # The iteration is invariant to scaling γ by a positive number: scale every row to a
+    # largest |γ_i| of 1 (at least 1/n, as Σ γ_i = 1), so no sum can overflow.
+    g_scale = np.abs(G).max(axis=1)
+    G = G / g_scale[:, None]
     m = Z.shape[0]
     Y_train, rho_train = _best_training_start(G, Xc, sigma)
     if X_init is None:
@@ -526,6 +547,8 @@ def fixed_point_preimage(
             ConvergenceWarning,
             stacklevel=2,
         )
+    with np.errstate(over="ignore"):
+        objective = objective * g_scale
     return FixedPointResult(X_out, converged, n_iter, objective)
 
 

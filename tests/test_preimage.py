@@ -6,11 +6,13 @@ import warnings
 import numpy as np
 import pytest
 import scipy.optimize
+from sklearn.base import BaseEstimator
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA as SKPCA
 from sklearn.decomposition import KernelPCA as SKKernelPCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
+from threadpoolctl import threadpool_limits
 
 from kpca_lib import KernelPCA
 from kpca_lib.centering import center_kernel
@@ -225,6 +227,40 @@ def test_fixed_point_rejects_other_kernels_and_approximations(rng):
         fixed_point_preimage(kp, kp.transform(X), tol=-1.0)
 
 
+class _FittedRBF(BaseEstimator):
+    """A fitted RBF kernel PCA as fixed_point_preimage sees it, with any attributes."""
+
+    def __init__(self, X_fit_=None, alphas_=None, eigenvalues_=None, sigma=1.0, kernel="rbf"):
+        self.X_fit_, self.alphas_, self.eigenvalues_ = X_fit_, alphas_, eigenvalues_
+        self.sigma, self.kernel = sigma, kernel
+
+    def fit(self, X, y=None):  # never called; sklearn's check_is_fitted wants an estimator
+        raise NotImplementedError
+
+
+def _fitted_rbf(kp, **changes):
+    attributes = {"X_fit_": kp.X_fit_, "alphas_": kp.alphas_, "eigenvalues_": kp.eigenvalues_}
+    return _FittedRBF(**{**attributes, **changes})
+
+
+def test_fixed_point_extreme_inputs_error_or_stay_finite(rng):
+    X, _ = _blobs(rng)
+    kp = KernelPCA(2, sigma=1.0).fit(X)
+    huge = fixed_point_preimage(kp, np.array([[1e300, -1e300], [1e300, 1e300]]))
+    assert np.all(np.isfinite(huge.X))
+    with pytest.raises(ValueError, match="Z is too large"):
+        fixed_point_preimage(_fitted_rbf(kp, alphas_=kp.alphas_ * 1e300), np.full((1, 2), 1e10))
+    with pytest.raises(ValueError, match="sigma=1e-160 is too small"):  # σ² underflows
+        fixed_point_preimage(_fitted_rbf(kp, sigma=1e-160), np.zeros((1, 2)))
+    # σ = 1e200: a constant kernel, whose pre-image is the γ-weighted mean (Σ γ_i = 1)
+    res = fixed_point_preimage(_fitted_rbf(kp, sigma=1e200), np.zeros((2, 2)))
+    np.testing.assert_allclose(res.X, np.tile(X.mean(axis=0), (2, 1)), atol=1e-9)
+    far = KernelPCA(2, sigma=1.0).fit(X + 1e6)  # data far from the origin
+    res = fixed_point_preimage(far, far.transform(X[:3] + 1e6))
+    near = fixed_point_preimage(kp, kp.transform(X[:3]))
+    np.testing.assert_allclose(res.X - 1e6, near.X, atol=1e-6)
+
+
 def test_rbf_sigma_reads_sigma_or_gamma():
     ns = types.SimpleNamespace
     assert rbf_sigma(ns(sigma=2.0)) == 2.0
@@ -271,9 +307,12 @@ def test_denoise_methods_and_errors(rng):
 
 @pytest.fixture(scope="module")
 def noisy_digits():
-    """load_digits scaled to [0, 1] (X/16), 1000 training and 200 test images, Gaussian noise
-    of standard deviation 0.25 on both, as in scikit-learn's plot_digits_denoising example
-    (which uses USPS 16×16 images from OpenML; load_digits is the offline 8×8 analogue)."""
+    """Noisy digits as in scikit-learn's plot_digits_denoising example: images scaled to
+    [0, 1], a stratified split with random_state=0 and 1000 training images, Gaussian noise of
+    standard deviation 0.25 from RandomState(0) (test images first, then training images), the
+    estimators fitted on the noisy training images. Differences: the example uses USPS 16×16
+    images from OpenML (a download) and 100 test images; here load_digits (8×8, offline,
+    X/16) and 200 test images."""
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     X_train, X_test = train_test_split(X, stratify=y, random_state=0, train_size=1000, test_size=200)
@@ -284,6 +323,13 @@ def noisy_digits():
 
 
 def _digits_errors(noisy_digits, n_components, gamma, alpha, methods):
+    # One BLAS thread: these are small problems (n = 1000), and a multithreaded BLAS on the
+    # shared, loaded 2-core machine only adds contention (seconds become tens of seconds).
+    with threadpool_limits(limits=1):
+        return _digits_errors_unlimited(noisy_digits, n_components, gamma, alpha, methods)
+
+
+def _digits_errors_unlimited(noisy_digits, n_components, gamma, alpha, methods):
     X_train_noisy, X_test, X_test_noisy = noisy_digits
     sigma = 1.0 / np.sqrt(2.0 * gamma)
 

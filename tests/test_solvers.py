@@ -4,18 +4,22 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.linalg
 from conftest import assert_allclose_up_to_sign, subspace_agreement
 from sklearn.decomposition import KernelPCA as SKKernelPCA
+from threadpoolctl import threadpool_limits
 
-from kpca_lib import KernelPCA, kernel_pca
+from kpca_lib import KernelPCA, _eigen, kernel_pca
 from kpca_lib._blocked import SymmetricPanels, build_kernel_panels, symmetrize_inplace
 from kpca_lib._eigen import (
     EigenpairsNotVerifiedError,
     choose_solver,
     lanczos_eigh,
+    record_solver_reports,
     top_eigh,
     top_eigh_operator,
 )
+from kpca_lib._verify import verify_eigenpairs
 from kpca_lib.centering import center_kernel
 from kpca_lib.datasets import make_moons
 from kpca_lib.kernels import (
@@ -24,6 +28,14 @@ from kpca_lib.kernels import (
     polynomial_kernel,
     rbf_kernel,
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """Small problems gain nothing from BLAS threads; on a shared 2-core box threads only wait."""
+    with threadpool_limits(1):
+        yield
+
 
 KERNELS = [
     ("rbf", {"sigma": 0.7}, lambda X: rbf_kernel(X, sigma=0.7)),
@@ -35,7 +47,8 @@ KERNELS = [
 
 def _psd_matrix(rng, n, spectrum):
     Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
-    return (Q * spectrum) @ Q.T
+    A = (Q * spectrum) @ Q.T
+    return 0.5 * (A + A.T)  # exactly symmetric
 
 
 # -- blocked kernels and half storage -------------------------------------------
@@ -284,3 +297,209 @@ def test_transform_in_blocks(moons, monkeypatch):
 def test_bad_solver_parameters(rng, params, match):
     with pytest.raises(ValueError, match=match):
         KernelPCA(2, **params).fit(rng.normal(size=(300, 2)))
+
+
+# -- verification: every failure mode of issue 11 -------------------------------------
+
+ALL_SOLVERS = ["dense", "arpack", "lanczos", "auto"]
+
+
+def _centred_identity(n):
+    return np.eye(n) - 1.0 / n
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_repeated_top_eigenvalue_returns_every_copy(solver):
+    # σ far below the point spacing: K = I, centred K = I − 11ᵀ/n (eigenvalue 1, n − 1 times).
+    X = np.arange(300.0)[:, None]
+    kp = KernelPCA(4, kernel="rbf", sigma=1e-3, eigen_solver=solver).fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, np.ones(4), rtol=1e-9)
+    np.testing.assert_allclose(kp.eigenvectors_.T @ kp.eigenvectors_, np.eye(4), atol=1e-9)
+    # Each column is in the eigenspace of 1: orthogonal to the constant vector.
+    np.testing.assert_allclose(kp.eigenvectors_.sum(axis=0), 0.0, atol=1e-8)
+    try:
+        w, V = top_eigh(_centred_identity(300), 7, solver)
+    except EigenpairsNotVerifiedError as exc:
+        # ARPACK may fail to restart on a 299-fold eigenvalue (depending on rounding, e.g. the
+        # number of BLAS threads): then a clear error, never a wrong answer.
+        assert solver == "arpack", exc
+        assert "ARPACK error" in str(exc) and "Fix: eigen_solver='dense'" in str(exc)
+        return
+    np.testing.assert_allclose(w, np.ones(7), rtol=1e-9)
+    np.testing.assert_allclose(V.T @ V, np.eye(7), atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_duplicated_points_keep_every_copy(rng, solver, dtype):
+    # 5 distinct points × 100 copies, σ far below their distances: K_c has eigenvalue 100 four times.
+    X = np.repeat(rng.normal(size=(5, 2)), 100, axis=0)
+    kp = KernelPCA(4, kernel="rbf", sigma=1e-3, eigen_solver=solver, kernel_dtype=dtype).fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, np.full(4, 100.0), rtol=1e-5 if dtype == "float32" else 1e-9)
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_circle_pairs_are_not_split(solver):
+    # Regular angles on a circle: the centred RBF kernel is circulant, eigenvalues in exact pairs.
+    n = 400
+    t = 2 * np.pi * np.arange(n) / n
+    X = np.c_[np.cos(t), np.sin(t)]
+    K_c = center_kernel(rbf_kernel(X, sigma=0.5))
+    ref_w, ref_V = np.linalg.eigh(K_c)
+    kp = KernelPCA(6, kernel="rbf", sigma=0.5, eigen_solver=solver).fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, ref_w[::-1][:6], rtol=1e-9)
+    np.testing.assert_allclose(kp.eigenvalues_[0::2], kp.eigenvalues_[1::2], rtol=1e-9)
+    # Three whole pairs: the subspace is determined (gap to the 7th eigenvalue).
+    assert subspace_agreement(kp.eigenvectors_, ref_V[:, ::-1][:, :6]) > 1 - 1e-8
+
+
+@pytest.mark.parametrize("block_size", [None, 1, 2, 4, 9])
+def test_lanczos_many_components_of_a_low_rank_matrix(block_size):
+    # Issue 11: linear kernel, n = 390, d = 67, k = 39; the automatic block of 9 returned
+    # eigenvalues off by up to 16× and non-orthonormal vectors (a normalised block that was
+    # mostly in span(Q) was not re-orthogonalised).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(390, 67))
+    K_c = center_kernel(X @ X.T)
+    ref = np.linalg.eigvalsh(K_c)[::-1][:39]
+    w, V = lanczos_eigh(K_c.__matmul__, 390, 39, block_size=block_size)
+    order = np.argsort(w)[::-1]
+    np.testing.assert_allclose(w[order], ref, rtol=1e-10)
+    np.testing.assert_allclose(V.T @ V, np.eye(39), atol=1e-10)
+    kp = KernelPCA(39, kernel="linear", eigen_solver="lanczos").fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, ref, rtol=1e-10)
+
+
+def test_single_vector_lanczos_cannot_certify_copies_but_the_retry_can():
+    A = _centred_identity(300)
+    with pytest.raises(EigenpairsNotVerifiedError, match="missed eigenvalue"):
+        lanczos_eigh(A.__matmul__, 300, 4, block_size=1)
+    with record_solver_reports() as reports:
+        w, _ = top_eigh_operator(A.__matmul__, 300, 4, "lanczos")
+    np.testing.assert_allclose(w, np.ones(4), rtol=1e-10)
+    attempts = reports[0].attempts
+    assert [a.solver for a in attempts] == ["lanczos"] * len(attempts) and attempts[-1].ok
+    assert "block size 1" in attempts[0].detail and not attempts[0].ok
+
+
+def _fewer_pairs(monkeypatch, always=False):
+    """scipy.linalg.eigh that returns fewer pairs than asked (as ?syevr does for K = I)."""
+    real = scipy.linalg.eigh
+
+    def broken(a, *args, **kwargs):
+        w, V = real(a, *args, **kwargs)
+        if always or "subset_by_index" in kwargs:
+            return w[1:], V[:, 1:]
+        return w, V
+
+    monkeypatch.setattr(scipy.linalg, "eigh", broken)
+
+
+def test_dense_falls_back_when_lapack_returns_fewer_pairs(rng, monkeypatch):
+    A = _psd_matrix(rng, 80, np.arange(80.0))
+    _fewer_pairs(monkeypatch)
+    for overwrite in (False, True):
+        S = A.copy()
+        with record_solver_reports() as reports:
+            w, V = top_eigh(S, 5, "dense", overwrite=overwrite)
+        np.testing.assert_allclose(w, [79.0, 78.0, 77.0, 76.0, 75.0], rtol=1e-12)
+        assert V.shape == (80, 5)
+        assert "syevr returned 4 of 5 pairs" in reports[0].attempts[0].detail
+        np.testing.assert_array_equal(S, A)  # rebuilt from the triangle LAPACK did not touch
+
+
+def test_dense_that_never_returns_enough_pairs_is_an_error(rng, monkeypatch):
+    A = _psd_matrix(rng, 80, np.arange(80.0))
+    _fewer_pairs(monkeypatch, always=True)
+    with pytest.raises(EigenpairsNotVerifiedError, match=r"wrong number of eigenpairs: 4 eigenvalues"):
+        top_eigh(A, 5, "dense")
+
+
+def test_dense_overwrite_leaves_the_matrix_usable(rng):
+    A = _psd_matrix(rng, 300, np.linspace(5, 0, 300))
+    S = A.copy()
+    w, _ = top_eigh(S, 3, "dense", overwrite=True)
+    np.testing.assert_array_equal(S, A)
+    np.testing.assert_allclose(w, [5.0, 5 - 5 / 299, 5 - 10 / 299], rtol=1e-12)
+
+
+def test_asymmetric_input_is_named(rng):
+    A = rng.normal(size=(50, 50))
+    with pytest.raises(EigenpairsNotVerifiedError, match=r"not symmetric.*\(S \+ Sᵀ\)/2"):
+        top_eigh(A, 2, "dense")
+
+
+def test_auto_falls_back_to_dense_and_explicit_lanczos_raises(rng, monkeypatch):
+    A = _psd_matrix(rng, 400, np.linspace(10, 0, 400))
+
+    def garbage(matmat, n, k, **kwargs):  # a Lanczos that returns wrong, unconverged pairs
+        Q = np.linalg.qr(rng.normal(size=(n, k)))[0]
+        return np.arange(k, dtype=float), Q, {"converged": True, "why": "", "products": 1, "scale": 1.0, "AU": matmat(Q)}
+
+    monkeypatch.setattr(_eigen, "_block_lanczos", garbage)
+    with record_solver_reports() as reports:
+        w, _ = top_eigh(A, 3, "auto")
+    np.testing.assert_allclose(w, np.linspace(10, 0, 400)[:3], rtol=1e-12)
+    assert [a.solver for a in reports[0].attempts][-1] == "dense"
+    assert not any(a.ok for a in reports[0].attempts[:-1])
+    with pytest.raises(EigenpairsNotVerifiedError, match=r"(?s)eigen_solver='lanczos'.*residual too large.*Fix: eigen_solver='dense'"):
+        top_eigh(A, 3, "lanczos")
+
+
+def test_verification_detects_each_defect(rng):
+    A = _psd_matrix(rng, 200, np.concatenate([[9.0, 8.0, 8.0, 7.0], np.linspace(5, 0, 196)]))
+    w, V = top_eigh(A, 3, "dense")
+    good = verify_eigenpairs(A.__matmul__, 200, 3, w, V, tol=1e-10)
+    assert good.ok and good.failures == [] and good.deflated_top < w[-1] + 1e-8
+    bad = V.copy()
+    bad[:, 1] += 1e-6 * bad[:, 0]
+    assert "not orthonormal" in " ".join(verify_eigenpairs(A.__matmul__, 200, 3, w, bad, tol=1e-10).failures)
+    assert "residual too large" in " ".join(verify_eigenpairs(A.__matmul__, 200, 3, w * 1.001, V, tol=1e-10).failures)
+    assert "descending" in " ".join(verify_eigenpairs(A.__matmul__, 200, 3, w[::-1], V[:, ::-1], tol=1e-10).failures)
+    assert "wrong number" in verify_eigenpairs(A.__matmul__, 200, 3, w[:2], V[:, :2], tol=1e-10).failures[0]
+    # Eigenpairs 1, 2 and 4: exact pairs, but the second copy of 8 was missed.
+    w_all, V_all = np.linalg.eigh(A)
+    pick = [-1, -2, -4]
+    missed = verify_eigenpairs(A.__matmul__, 200, 3, w_all[pick], V_all[:, pick], tol=1e-10)
+    assert not missed.ok and "missed eigenvalue" in missed.failures[0]
+    assert 7.0 < missed.deflated_top <= 8.0 + 1e-12
+    assert missed.missed.shape[0] == 200 and missed.missed.shape[1] >= 1
+
+
+def test_float32_stored_operator_is_verified_at_its_rounding_level(rng):
+    A = _psd_matrix(rng, 400, np.linspace(10, 0, 400))
+    A32 = A.astype(np.float32)
+
+    def matmat(V):
+        return (A32 @ V.astype(np.float32)).astype(np.float64)
+
+    ref = np.linalg.eigvalsh(A32.astype(np.float64))[::-1][:3]
+    for solver in ("lanczos", "arpack"):
+        w, _ = top_eigh_operator(matmat, 400, 3, solver, dtype_eps=float(np.finfo(np.float32).eps),
+                                 matrix_norm=float(np.linalg.norm(A)))
+        np.testing.assert_allclose(w, ref, rtol=1e-5)
+
+
+def test_many_pairs_are_verified_through_probes(rng):
+    # k > 64 without A·U: residual and orthonormality from Gaussian probes (Frobenius norms).
+    A = _psd_matrix(rng, 150, np.linspace(3, 0, 150))
+    w, V = np.linalg.eigh(A)
+    w, V = w[::-1][:100], V[:, ::-1][:, :100]
+    good = verify_eigenpairs(A.__matmul__, 150, 100, w, V, tol=1e-10)
+    assert good.ok and good.n_products < 100  # 16 probes and the deflation passes, not A @ U
+    off = w.copy()
+    off[50] *= 1 + 1e-6
+    assert "‖AU − UΘ‖_F ≈" in verify_eigenpairs(A.__matmul__, 150, 100, off, V, tol=1e-10).failures[0]
+    skew = V.copy()
+    skew[:, 70] += 1e-7 * V[:, 3]
+    assert "‖UᵀU − I‖_F (estimated" in verify_eigenpairs(A.__matmul__, 150, 100, w, skew, tol=1e-10).failures[0]
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_float32_matrix_gives_float64_pairs(rng, solver):
+    A = _psd_matrix(rng, 300, np.linspace(4, 0, 300)).astype(np.float32)
+    w, V = top_eigh(A, 3, solver)
+    ref = np.linalg.eigvalsh(A.astype(np.float64))[::-1][:3]
+    np.testing.assert_allclose(w, ref, rtol=1e-9)
+    assert V.dtype == np.float64
+    np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-9)
