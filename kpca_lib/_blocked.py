@@ -20,12 +20,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-__all__ = ["SymmetricPanels", "build_kernel_panels", "available_cores", "symmetrize_inplace"]
+__all__ = [
+    "SymmetricPanels",
+    "KernelStats",
+    "build_kernel_panels",
+    "build_kernel_dense",
+    "available_cores",
+    "symmetrize_inplace",
+]
 
 #: Rows per panel; the diagonal blocks (``PANEL_ROWS²``) are stored in full.
 PANEL_ROWS = 256
@@ -96,6 +104,7 @@ class SymmetricPanels:
         self.row_means = np.zeros(n)
         self.grand_mean = 0.0
         self.frobenius_norm = 0.0
+        self.stats: KernelStats | None = None
 
     @property
     def nbytes(self) -> int:
@@ -140,70 +149,102 @@ def _blocks(bounds: list[int], block_cols: int) -> Iterator[tuple[int, slice, sl
         yield p, rows, rows
 
 
-def build_kernel_panels(
-    block: Callable[[slice, slice], NDArray[np.float64]],
-    n: int,
-    *,
-    dtype: np.dtype = np.float64,
-    n_threads: int | None = None,
-    panel_rows: int = PANEL_ROWS,
-    block_cols: int = BLOCK_COLS,
-) -> SymmetricPanels:
-    """Evaluate a symmetric kernel matrix block by block into :class:`SymmetricPanels`.
+@dataclass
+class KernelStats:
+    """Statistics of a kernel matrix gathered while its blocks are computed.
 
-    Parameters
+    Attributes
     ----------
-    block : callable
-        ``block(rows, cols)`` returns ``K[rows, cols]`` in float64, e.g. from
-        :func:`kpca_lib.kernels.kernel_block_function`.
-    n : int
-        Number of samples.
-    dtype : float64 or float32
-        Storage precision.
-    n_threads : int, optional
-        Worker threads (default: every available core). NumPy and BLAS release
-        the GIL, so blocks are computed in parallel; BLAS itself is limited to
-        one thread meanwhile to avoid oversubscription.
-
-    Returns
-    -------
-    SymmetricPanels
-
-    Raises
-    ------
-    ValueError
-        If the kernel overflows (infinite values in the storage precision).
+    row_means : ndarray of shape (n,)
+        Row (= column) means, in float64.
+    grand_mean : float
+    frobenius_norm : float
+        ``‖K‖_F`` in float64.
+    max_abs : float
+        Largest ``|K_ij|`` before the cast to the storage precision (NaN if any
+        entry was NaN).
+    finite : bool
+        Every *stored* entry is finite (checked after the cast, so a float32
+        overflow is seen).
     """
-    K = SymmetricPanels(n, dtype, panel_rows)
+
+    row_means: NDArray[np.float64]
+    grand_mean: float
+    frobenius_norm: float
+    max_abs: float
+    finite: bool
+
+
+def default_overflow_check(stats: KernelStats, dtype: np.dtype) -> None:
+    """Raise the generic ``ValueError`` for a kernel matrix with infinite or NaN entries."""
+    if not stats.finite:
+        hint = " or kernel_dtype='float64'" if np.dtype(dtype) == np.float32 else ""
+        raise ValueError(
+            f"the kernel matrix overflowed (infinite values in {np.dtype(dtype).name}, largest "
+            f"|K_ij| = {stats.max_abs:.3g}); scale X to a smaller range, use a lower degree{hint}."
+        )
+
+
+def _fill(
+    block: Callable[..., NDArray[np.float64]],
+    n: int,
+    bounds: list[int],
+    store: Callable[[int, slice, slice], NDArray],
+    *,
+    dtype: np.dtype,
+    n_threads: int | None,
+    block_cols: int,
+) -> KernelStats:
+    """Compute every block of the lower triangle, hand it to ``store`` and gather statistics.
+
+    ``store(p, rows, cols)`` returns the array (view) where ``K[rows, cols]`` is
+    kept; the worker writes the block there and, when ``store`` also needs the
+    transposed block, the caller's ``store`` view handles the lower part only
+    (see :func:`build_kernel_dense`).
+    """
+    dtype = np.dtype(dtype)
     n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
-    items = list(_blocks(K.bounds, block_cols))
+    items = list(_blocks(bounds, block_cols))
     n_threads = min(n_threads, len(items))
     row_sums = np.zeros((n_threads, n))
     sq_sums = np.zeros(n_threads)
-
+    max_abs = np.zeros(n_threads)
+    finite = np.ones(n_threads, dtype=bool)
+    panel_rows = max(b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True))
     ones = np.ones(max(panel_rows, block_cols))
-    tiny = float(np.finfo(K.dtype).tiny) if K.dtype != np.float64 else 0.0
+    tiny = float(np.finfo(dtype).tiny) if dtype != np.float64 else 0.0
     scratch_shape = (panel_rows, max(panel_rows, block_cols))
 
     def work(t: int) -> None:
-        # Thread t takes every n_threads-th block and owns row_sums[t], sq_sums[t].
+        # Thread t takes every n_threads-th block and owns row_sums[t], sq_sums[t], ...
         scratch = np.empty(scratch_shape)
         for p, rows, cols in items[t::n_threads]:
-            target = K.panels[p][:, cols]
+            target = store(p, rows, cols)
             h, w = target.shape
             # Compute in a contiguous scratch block (stays in cache), then store.
             B = block(rows, cols, out=scratch[:h, :w])
+            with np.errstate(invalid="ignore"):
+                big = max(float(B.max()), -float(B.min()))
+            max_abs[t] = max(max_abs[t], big) if big == big else np.nan
             if tiny:
                 # Values below the smallest normal float32 would be stored as
                 # subnormals, which make every later product ~10× slower on x86:
                 # flush them to 0 (an absolute change below 1.2e-38).
-                B *= np.abs(B) >= tiny
-            target[...] = B
-            row_sums[t, rows] += B @ ones[:w]
-            frob = float(np.einsum("ij,ij->", B, B))
-            if rows != cols:  # an off-diagonal block also stands for its transpose
-                row_sums[t, cols] += ones[:h] @ B
-                frob *= 2.0
+                with np.errstate(invalid="ignore"):
+                    B *= np.abs(B) >= tiny
+            with np.errstate(over="ignore", invalid="ignore"):
+                target[...] = B
+            if dtype != np.float64:
+                # The overflow check runs on the stored values, after the cast.
+                finite[t] &= bool(np.isfinite(target).all())
+            else:
+                finite[t] &= big == big and big != np.inf
+            with np.errstate(over="ignore", invalid="ignore"):
+                row_sums[t, rows] += B @ ones[:w]
+                frob = float(np.einsum("ij,ij->", B, B))
+                if rows != cols:  # an off-diagonal block also stands for its transpose
+                    row_sums[t, cols] += ones[:h] @ B
+                    frob *= 2.0
             sq_sums[t] += frob
 
     # BLAS is limited to one thread: the blocks are small and the parallelism
@@ -214,13 +255,113 @@ def build_kernel_panels(
         else:
             with ThreadPoolExecutor(n_threads) as pool:
                 list(pool.map(work, range(n_threads)))
-    sums = row_sums.sum(axis=0)
-    if not np.all(np.isfinite(sums)):
-        raise ValueError(
-            "the kernel matrix overflowed (infinite values); scale X to a smaller range, "
-            "use a lower degree, or kernel_dtype='float64'."
-        )
-    K.row_means = sums / n
-    K.grand_mean = float(K.row_means.mean())
-    K.frobenius_norm = float(np.sqrt(sq_sums.sum()))
+    row_means = row_sums.sum(axis=0) / n
+    return KernelStats(
+        row_means=row_means,
+        grand_mean=float(row_means.mean()),
+        frobenius_norm=float(np.sqrt(sq_sums.sum())),
+        max_abs=float(np.nan if np.isnan(max_abs).any() else max_abs.max()),
+        finite=bool(finite.all()),
+    )
+
+
+def build_kernel_panels(
+    block: Callable[..., NDArray[np.float64]],
+    n: int,
+    *,
+    dtype: np.dtype = np.float64,
+    n_threads: int | None = None,
+    panel_rows: int = PANEL_ROWS,
+    block_cols: int = BLOCK_COLS,
+    check: Callable[[KernelStats, np.dtype], None] = default_overflow_check,
+) -> SymmetricPanels:
+    """Evaluate a symmetric kernel matrix block by block into :class:`SymmetricPanels`.
+
+    Parameters
+    ----------
+    block : callable
+        ``block(rows, cols, out=None)`` returns ``K[rows, cols]`` in float64,
+        e.g. from :class:`kpca_lib.kernels.KernelEvaluator`.
+    n : int
+        Number of samples.
+    dtype : float64 or float32
+        Storage precision.
+    n_threads : int, optional
+        Worker threads (default: every available core). NumPy and BLAS release
+        the GIL, so blocks are computed in parallel; BLAS itself is limited to
+        one thread meanwhile to avoid oversubscription.
+    check : callable, optional
+        ``check(stats, dtype)`` raises for unusable values (default: a
+        ``ValueError`` for infinite or NaN entries, checked after the cast).
+
+    Returns
+    -------
+    SymmetricPanels
+        With ``row_means``, ``grand_mean``, ``frobenius_norm`` and ``stats``.
+
+    Raises
+    ------
+    ValueError
+        If the kernel overflows (infinite values in the storage precision).
+    """
+    K = SymmetricPanels(n, dtype, panel_rows)
+    stats = _fill(
+        block,
+        n,
+        K.bounds,
+        lambda p, rows, cols: K.panels[p][:, cols],
+        dtype=K.dtype,
+        n_threads=n_threads,
+        block_cols=block_cols,
+    )
+    check(stats, K.dtype)
+    K.row_means = stats.row_means
+    K.grand_mean = stats.grand_mean
+    K.frobenius_norm = stats.frobenius_norm
+    K.stats = stats
     return K
+
+
+def build_kernel_dense(
+    block: Callable[..., NDArray[np.float64]],
+    n: int,
+    *,
+    n_threads: int | None = None,
+    panel_rows: int = PANEL_ROWS,
+    block_cols: int = BLOCK_COLS,
+    check: Callable[[KernelStats, np.dtype], None] = default_overflow_check,
+) -> tuple[NDArray[np.float64], KernelStats]:
+    """The full float64 ``n×n`` symmetric kernel matrix, computed like :func:`build_kernel_panels`.
+
+    The lower-triangle blocks are computed in parallel threads and mirrored,
+    so the matrix is exactly symmetric and holds the same values as the panels.
+
+    Returns
+    -------
+    K : ndarray of shape (n, n)
+    stats : KernelStats
+    """
+    K = np.empty((n, n))
+    bounds = list(range(0, n, panel_rows)) + [n]
+    stats = _fill(
+        block,
+        n,
+        bounds,
+        lambda p, rows, cols: K[rows, cols],
+        dtype=np.dtype(np.float64),
+        n_threads=n_threads,
+        block_cols=block_cols,
+    )
+    check(stats, np.dtype(np.float64))
+    # Mirror the lower triangle (block by block: no n×n temporary).
+    for i in range(0, n, 512):
+        rows = slice(i, min(i + 512, n))
+        for j in range(0, i + 1, 512):
+            cols = slice(j, min(j + 512, n))
+            if i == j:
+                tri = np.tril_indices(rows.stop - rows.start, -1)
+                sub = K[rows, cols]
+                sub.T[tri] = sub[tri]
+            else:
+                K[cols, rows] = K[rows, cols].T
+    return K, stats

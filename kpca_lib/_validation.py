@@ -20,7 +20,17 @@ __all__ = [
     "check_positive",
     "check_square",
     "check_finite_scalar",
+    "check_n_jobs",
+    "check_kernel_dtype",
+    "check_tol",
+    "check_max_iter",
+    "KERNEL_DTYPES",
 ]
+
+KERNEL_DTYPES = ("float64", "float32")
+
+#: Largest accepted polynomial degree (NumPy's integer powers need an int64 exponent).
+MAX_DEGREE = 2**31 - 1
 
 
 class InputTypeError(ValueError, TypeError):
@@ -134,11 +144,22 @@ def check_degree(degree: object, name: str = "degree") -> int:
 
     Integral floats such as ``3.0`` are accepted; booleans are not.
     """
+    message = f"{name} must be a positive integer (1, 2, 3, ...); got {degree!r}."
     if isinstance(degree, bool) or not isinstance(degree, numbers.Real):
-        raise ValueError(f"{name} must be a positive integer (1, 2, 3, ...); got {degree!r}.")
-    if not np.isfinite(float(degree)) or float(degree) != int(degree) or int(degree) < 1:
-        raise ValueError(f"{name} must be a positive integer (1, 2, 3, ...); got {degree!r}.")
-    return int(degree)
+        raise ValueError(message)
+    if not isinstance(degree, numbers.Integral):
+        as_float = float(degree)
+        if not np.isfinite(as_float) or as_float != int(as_float):
+            raise ValueError(message)
+    value = int(degree)
+    if value < 1:
+        raise ValueError(message)
+    if value > MAX_DEGREE:
+        raise ValueError(
+            f"{name}={value} is too large: (gamma·xᵀy + coef0)^{name} over- or underflows for "
+            f"every base other than ±1; use {name} <= {MAX_DEGREE} (in practice 1 to 10)."
+        )
+    return value
 
 
 def check_n_components(n_components: object, max_allowed: int, why: str) -> int:
@@ -182,3 +203,52 @@ def check_n_features(X: NDArray, n_features_in: int, estimator: str) -> None:
             f"X has {X.shape[1]} features, but {estimator} is expecting {n_features_in} "
             "features as input (as in fit); pass data with the same columns as in fit."
         )
+
+
+def check_n_jobs(n_jobs: object) -> int:
+    """Resolve ``n_jobs`` (scikit-learn's meaning) to a number of threads.
+
+    ``None`` or ``-1``: every available core; a positive integer: that many
+    threads; ``-2``: all cores but one, and so on.
+    """
+    from ._blocked import available_cores
+
+    if n_jobs is None:
+        return available_cores()
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        raise ValueError(
+            f"n_jobs must be None, a positive number of threads, or -1 for every core "
+            f"(-2 for all but one, ...); got {n_jobs!r}."
+        )
+    cores = available_cores()
+    return int(n_jobs) if n_jobs > 0 else max(1, cores + 1 + int(n_jobs))
+
+
+def check_kernel_dtype(kernel_dtype: object) -> np.dtype:
+    """Return ``kernel_dtype`` as a NumPy dtype, float64 or float32."""
+    try:
+        dtype = np.dtype(kernel_dtype)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.name not in KERNEL_DTYPES:
+        raise ValueError(
+            f"kernel_dtype must be one of {', '.join(repr(d) for d in KERNEL_DTYPES)}; "
+            f"got {kernel_dtype!r}."
+        )
+    return dtype
+
+
+def check_tol(tol: object) -> float | None:
+    """``None`` or a finite tolerance > 0."""
+    if tol is None:
+        return None
+    return check_positive(tol, "tol")
+
+
+def check_max_iter(max_iter: object) -> int | None:
+    """``None`` or a positive integer."""
+    if max_iter is None:
+        return None
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
+        raise ValueError(f"max_iter must be None or a positive integer; got {max_iter!r}.")
+    return int(max_iter)

@@ -40,8 +40,8 @@ from threadpoolctl import threadpool_limits
 
 from ._blocked import available_cores
 from ._eigen import flip_signs, top_eigh
-from ._validation import check_array, check_n_features, check_positive
-from .kernels import get_kernel
+from ._validation import check_array, check_n_features
+from .kernels import KernelSpec, evaluate, make_kernel
 
 __all__ = [
     "RandomFourierFeatures",
@@ -110,8 +110,10 @@ class RandomFourierFeatures(_FeatureMap):
     ----------
     n_features : int, default=100
         Number ``J`` of output features.
-    sigma : float, default=1.0
-        Bandwidth σ of the RBF kernel (scikit-learn's ``gamma = 1/(2σ²)``).
+    sigma : float, optional
+        Bandwidth σ of the RBF kernel (default 1).
+    gamma : float, optional
+        scikit-learn's ``gamma = 1/(2σ²)`` instead of ``sigma`` (not both).
     random_state : int, Generator or None
         Seed of the random frequencies.
 
@@ -136,18 +138,21 @@ class RandomFourierFeatures(_FeatureMap):
     def __init__(
         self,
         n_features: int = 100,
-        sigma: float = 1.0,
+        sigma: float | None = None,
         random_state: int | np.random.Generator | None = None,
+        *,
+        gamma: float | None = None,
     ) -> None:
         self.n_features = n_features
         self.sigma = sigma
         self.random_state = random_state
+        self.gamma = gamma
 
     def fit(self, X: ArrayLike, y: object = None) -> RandomFourierFeatures:
         """Draw the random frequencies for data with ``X.shape[1]`` features."""
         X = check_array(X)
         J = check_n_features_out(self.n_features)
-        sigma = check_positive(self.sigma, "sigma")
+        sigma = make_kernel("rbf", sigma=self.sigma, gamma=self.gamma).sigma
         rng = np.random.default_rng(self.random_state)
         n_pairs, odd = divmod(J, 2)
         self.frequencies_ = rng.standard_normal((X.shape[1], n_pairs + odd)) / sigma
@@ -190,10 +195,11 @@ class NystroemFeatures(_FeatureMap):
     n_features : int, default=100
         Number ``J`` of landmarks, drawn uniformly without replacement from the
         training points (so ``J <= n_samples``); also the number of features.
-    kernel : {"rbf", "poly", "linear"} or callable, default="rbf"
+    kernel : {"rbf", "poly", "linear", "sigmoid", "cosine"} or callable, default="rbf"
         As in :class:`kpca_lib.kernel_pca.KernelPCA`.
-    sigma, degree, coef0
-        Kernel parameters, as in :class:`kpca_lib.kernel_pca.KernelPCA`.
+    sigma, gamma, degree, coef0
+        Kernel parameters, as in :class:`kpca_lib.kernel_pca.KernelPCA`
+        (:func:`kpca_lib.kernels.make_kernel`).
     random_state : int, Generator or None
         Seed of the landmark choice.
 
@@ -223,10 +229,12 @@ class NystroemFeatures(_FeatureMap):
         self,
         n_features: int = 100,
         kernel: str | Callable = "rbf",
-        sigma: float = 1.0,
+        sigma: float | None = None,
         degree: int = 2,
         coef0: float = 1.0,
         random_state: int | np.random.Generator | None = None,
+        *,
+        gamma: float | None = None,
     ) -> None:
         self.n_features = n_features
         self.kernel = kernel
@@ -234,9 +242,16 @@ class NystroemFeatures(_FeatureMap):
         self.degree = degree
         self.coef0 = coef0
         self.random_state = random_state
+        self.gamma = gamma
 
-    def _kernel_function(self) -> Callable[[ArrayLike, ArrayLike | None], NDArray]:
-        return get_kernel(self.kernel, sigma=self.sigma, degree=self.degree, coef0=self.coef0)
+    def _spec(self) -> KernelSpec:
+        return make_kernel(
+            self.kernel, sigma=self.sigma, gamma=self.gamma, degree=self.degree, coef0=self.coef0
+        )
+
+    def _kernel_function(self) -> Callable[[NDArray, NDArray | None], NDArray]:
+        spec = self._spec()
+        return lambda X, Y=None: evaluate(spec, X, Y)
 
     def fit(self, X: ArrayLike, y: object = None) -> NystroemFeatures:
         """Choose the landmarks among the rows of ``X`` and factor their kernel matrix."""

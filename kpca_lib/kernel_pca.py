@@ -9,90 +9,79 @@
    ``Σ_j α_kj K^c_ij``, and of a new point ``x`` it is ``Σ_j α_kj k^c(x, x_j)``
    with the kernel row centred by the *training* statistics.
 
-At scale (the exact method, ``n`` in the tens of thousands) the same steps are
-done without copies of the n×n matrix: the kernel is built block by block in
-parallel threads, only its lower triangle is stored (:mod:`kpca_lib._blocked`),
-it is centred implicitly inside every matrix–vector product, and only the top
-eigenpairs are computed, by a Lanczos solver that stops at the requested
-accuracy (:func:`kpca_lib._eigen.lanczos_eigh`).
+This module holds the public estimator: parameters, validation, the
+scikit-learn API and the dispatch to the two fitting modes, each a small
+module returning a result object:
 
-With ``approximation="nystroem"`` or ``"rff"`` the kernel matrix is not used at
-all: explicit approximate features ``Φ(x) ∈ R^J`` are computed chunk by chunk
-and linear PCA is run on them, centred (:mod:`kpca_lib.approximation`).
+* exact (:mod:`kpca_lib._exact`): at scale (``n`` in the tens of thousands)
+  the kernel is built block by block in parallel threads, only its lower
+  triangle is stored (:mod:`kpca_lib._blocked`), it is centred implicitly
+  inside every matrix–vector product, and only the top eigenpairs are
+  computed (:mod:`kpca_lib._eigen`). Fit and ``transform`` evaluate the
+  kernel with the same code (:class:`kpca_lib.kernels.KernelEvaluator`).
+* approximate (:mod:`kpca_lib._approximate`, ``approximation="nystroem"`` or
+  ``"rff"``): explicit approximate features ``Φ(x) ∈ R^J`` are computed chunk
+  by chunk and linear PCA is run on them, centred (:mod:`kpca_lib.approximation`).
 """
 
 from __future__ import annotations
 
-import numbers
-import warnings
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse.linalg
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from ._blocked import build_kernel_panels, symmetrize_inplace
-from ._eigen import EIGEN_SOLVERS, choose_solver, top_eigh, top_eigh_operator
-from ._validation import check_array, check_n_components, check_n_features, check_positive
-from .approximation import (
-    APPROXIMATIONS,
-    NystroemFeatures,
-    RandomFourierFeatures,
-    check_n_features_out,
-    feature_pca,
-    project_features,
+from ._approximate import (
+    ApproximateResult,
+    check_approximation,
+    fit_approximate,
+    transform_approximate,
 )
-from .centering import center_kernel, center_test_kernel_from_means
-from .kernels import get_kernel, kernel_block_function
+from ._eigen import EIGEN_SOLVERS, choose_solver
+from ._exact import ExactResult, NonPSDKernelWarning, fit_exact, transform_exact
+from ._validation import (
+    check_array,
+    check_finite_scalar,
+    check_kernel_dtype,
+    check_max_iter,
+    check_n_components,
+    check_n_features,
+    check_n_jobs,
+    check_tol,
+)
+from .centering import center_kernel
+from .kernels import KernelFunction, KernelSpec, make_kernel
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import _check_feature_names
+except ImportError:  # pragma: no cover - older scikit-learn
+
+    def _check_feature_names(estimator: BaseEstimator, X: object, *, reset: bool) -> None:
+        estimator._check_feature_names(X, reset=reset)
+
 
 __all__ = ["KernelPCA", "NonPSDKernelWarning"]
 
 KERNEL_DTYPES = ("float64", "float32")
 
-#: Test-kernel entries computed at once in ``transform`` (32 MB of float64).
-_TRANSFORM_BLOCK = 1 << 22
+#: Test-kernel entries computed at once per thread in ``transform`` (16 MB of float64).
+_TRANSFORM_BLOCK = 1 << 21
+
+_NO_INVERSE = (
+    "The fit_inverse_transform parameter was not set to True when instantiating and hence "
+    "the inverse transform is not available."
+)
 
 
-class NonPSDKernelWarning(UserWarning):
-    """The centred kernel matrix has clearly negative eigenvalues (not a Mercer kernel)."""
-
-
-def _negative_threshold(max_abs: float) -> float:
-    """Eigenvalues below ``-threshold`` are 'clearly negative' (not rounding)."""
-    return max(1e-10, 1e-5 * max_abs)
-
-
-def _check_kernel_dtype(kernel_dtype: object) -> np.dtype:
-    try:
-        dtype = np.dtype(kernel_dtype)
-    except TypeError:
-        dtype = None
-    if dtype is None or dtype.name not in KERNEL_DTYPES:
-        raise ValueError(
-            f"kernel_dtype must be one of {', '.join(repr(d) for d in KERNEL_DTYPES)}; "
-            f"got {kernel_dtype!r}."
-        )
-    return dtype
-
-
-def _check_tol(tol: object) -> float | None:
-    if tol is None:
-        return None
-    return check_positive(tol, "tol")
-
-
-def _check_max_iter(max_iter: object) -> int | None:
-    if max_iter is None:
-        return None
-    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
-        raise ValueError(f"max_iter must be None or a positive integer; got {max_iter!r}.")
-    return int(max_iter)
-
-
-class KernelPCA(TransformerMixin, BaseEstimator):
+class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel principal component analysis, exact or approximate.
+
+    The parameters have scikit-learn's names and meaning
+    (``sklearn.decomposition.KernelPCA``), plus the lectures' ``sigma`` and
+    the options of this package (``kernel_dtype``, ``approximation``, ...).
 
     Parameters
     ----------
@@ -100,69 +89,87 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         Number of components, between 1 and ``n_samples`` (and ``n_features``
         for an approximation). ``None`` keeps every component with a non-zero
         eigenvalue.
-    kernel : {"rbf", "poly", "linear"} or callable, default="rbf"
-        ``"rbf"``: ``exp(−‖x−y‖²/(2σ²))``; ``"poly"``: ``(xᵀy + coef0)^degree``;
-        ``"linear"``: ``xᵀy``; or any function ``k(x, y) -> float`` of two samples.
-    sigma : float, default=1.0
-        Bandwidth σ of the RBF kernel (scikit-learn's ``gamma = 1/(2σ²)``).
+    kernel : {"rbf", "poly", "linear", "sigmoid", "cosine", "precomputed"} or callable, default="rbf"
+        ``"rbf"``: ``exp(−‖x−y‖²/(2σ²))``; ``"poly"``: ``(γ xᵀy + coef0)^degree``;
+        ``"linear"``: ``xᵀy``; ``"sigmoid"``: ``tanh(γ xᵀy + coef0)`` (not
+        positive semi-definite in general: not a Mercer kernel);
+        ``"cosine"``: ``xᵀy/(‖x‖‖y‖)`` (0 for a zero row, as scikit-learn);
+        ``"precomputed"``: ``X`` is the ``n×n`` kernel matrix at ``fit`` and
+        the ``m×n`` kernel between new and training points at ``transform``;
+        or any function ``k(x, y) -> float`` of two samples.
+    sigma : float, optional
+        Bandwidth σ of the RBF kernel; ``None`` means 1 (unless ``gamma`` is
+        given). Ignored by the other kernels.
+    gamma : float, optional
+        scikit-learn's name, for its users; give ``sigma`` or ``gamma``, not
+        both. ``rbf``: ``gamma = 1/(2σ²)`` (so ``gamma=0.5`` is σ = 1);
+        ``poly`` and ``sigmoid``: the factor of ``xᵀy``, default 1 (the
+        lectures' ``(xᵀy + 1)^p``; scikit-learn's default is ``1/n_features``);
+        ignored by ``linear``, ``cosine`` and callables. Must be > 0.
     degree : int, default=2
         Degree ``p`` of the polynomial kernel.
     coef0 : float, default=1.0
-        Constant of the polynomial kernel.
+        Constant of the polynomial and sigmoid kernels.
+    alpha : float, default=1.0
+        Ridge of the learned pre-image map (``fit_inverse_transform=True``).
+    fit_inverse_transform : bool, default=False
+        Learn the pre-image map (kernel ridge regression from the projections
+        back to ``X``, Bakır, Weston & Schölkopf 2004, with the same kernel) so
+        that :meth:`inverse_transform` works. Not with ``kernel="precomputed"``.
     eigen_solver : {"auto", "dense", "lanczos", "arpack"}, default="auto"
         How the top eigenpairs of the centred kernel matrix are computed (exact
-        method only):
+        method only), see :mod:`kpca_lib._eigen`:
 
         * ``"dense"``: LAPACK ``eigh`` of the full float64 matrix, top pairs
           only. O(n³) time and a full n×n matrix: for small ``n`` or many
           components.
-        * ``"lanczos"``: our block Lanczos (full reorthogonalisation, thick
-          restarts) on the half-stored, implicitly centred kernel; stops when
-          every residual ``‖K_c u − θu‖ ≤ tol·‖K_c‖``. Usually 10–20 passes
-          over the matrix for a few components.
-        * ``"arpack"``: scipy's ARPACK ``eigsh`` on the same half-stored matrix
-          (to machine precision by default: slower than ``"lanczos"``).
-        * ``"auto"``: ``"lanczos"`` when ``n > 200`` and
-          ``n_components ≤ n/10``, else ``"dense"``.
+        * ``"lanczos"``: our block Lanczos on the half-stored, implicitly
+          centred kernel; stops when every residual ``‖K_c u − θu‖ ≤ tol·‖K_c‖``.
+        * ``"arpack"``: scipy's ARPACK ``eigsh`` on the same half-stored matrix.
+        * ``"auto"``: chosen from ``n`` and ``n_components``.
 
-        Callable kernels always build the full matrix (their Python loop is
-        the bottleneck anyway).
+        Callable and precomputed kernels build the full matrix.
     tol : float, optional
         Relative residual tolerance of the iterative solvers. ``None``:
         ``1e-10`` for ``"lanczos"`` with a float64 kernel and 0 (machine
         precision) for ``"arpack"``. With a float32 kernel ``"lanczos"`` never
-        asks for less than ``10·eps(float32) ≈ 1.2e-6``, since the stored
-        matrix is not more accurate.
+        asks for less than ``10·eps(float32) ≈ 1.2e-6``.
     max_iter : int, optional
         Maximum number of matrix–vector products of the iterative solvers.
     kernel_dtype : {"float64", "float32"}, default="float64"
         Storage precision of the kernel matrix for the iterative solvers with
-        a named kernel. ``"float32"`` halves the memory again (``2n²`` bytes
-        instead of ``4n²``) and speeds up the solver; kernel entries are then
-        rounded to ~6e-8 relative, which moves the eigenvalues by at most
-        ``2⁻²⁴‖K‖_F`` (a :class:`UserWarning` is issued when that bound exceeds
-        1e-4 of the smallest requested eigenvalue). Everything else, including
-        the output, stays float64. Ignored by ``"dense"`` and callable kernels.
+        a named kernel. ``"float32"`` halves the memory again and speeds up
+        the solver; kernel entries are then rounded to ~6e-8 relative (a
+        :class:`UserWarning` is issued when that may move the eigenvalues by
+        more than 1e-4 of the smallest requested one). A kernel whose values
+        do not fit in float32 is a ``ValueError``. Ignored by ``"dense"``,
+        callable and precomputed kernels.
     approximation : {None, "nystroem", "rff"}, default=None
         ``None``: exact kernel PCA. ``"nystroem"``: :class:`~kpca_lib.approximation.NystroemFeatures`
-        with ``n_features`` landmarks (any kernel); ``"rff"``:
+        with ``n_features`` landmarks (any kernel but precomputed); ``"rff"``:
         :class:`~kpca_lib.approximation.RandomFourierFeatures` (RBF kernel
-        only). Then centred linear PCA of the ``n_features`` features, in
-        O(n·J²) time and O(J²) memory: millions of points.
+        only). Then centred linear PCA of the features, in O(n·J²) time and
+        O(J²) memory: millions of points.
     n_features : int, default=100
         Number ``J`` of approximate features (approximations only).
     random_state : int, Generator or None
         Seed of the approximations' landmarks or random frequencies. The exact
         solvers are always deterministic (fixed start vector).
+    copy_X : bool, default=True
+        Keep a private copy of the training data in ``X_fit_``; ``False``
+        keeps a reference to the caller's array (then changing it afterwards
+        changes ``transform``, as in scikit-learn).
+    n_jobs : int, optional
+        Threads computing kernel blocks (fit and transform). ``None`` or
+        ``-1``: every available core.
 
     Attributes
     ----------
     eigenvalues_ : ndarray of shape (n_components,)
         Eigenvalues ``nλ_k`` of the centred kernel matrix, descending
         (``λ_k`` is the variance along the k-th component in feature space).
-        For an approximation: ``n ×`` the eigenvalues of the covariance of the
-        centred features (the eigenvalues of ``Φ_cᵀΦ_c``, equal to those of
-        ``Φ_cΦ_cᵀ ≈ K_c``), which approximate the exact ones.
+        Values within rounding of 0 are exactly 0. For an approximation:
+        ``n ×`` the eigenvalues of the covariance of the centred features.
     explained_variance_ : ndarray of shape (n_components,)
         ``λ_k = eigenvalues_ / n``.
     alphas_ : ndarray of shape (n_samples, n_components)
@@ -173,18 +180,28 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         Exact method only. Unit eigenvectors ``β_k``; the largest-magnitude
         entry of each is positive.
     X_fit_ : ndarray of shape (n_samples, n_features)
-        Exact method only (``transform`` needs every training point).
+        Exact method only (``transform`` needs every training point); the
+        kernel matrix for ``kernel="precomputed"``.
     feature_map_ : RandomFourierFeatures or NystroemFeatures
         Approximations only: the fitted feature map ``Φ``.
     components_ : ndarray of shape (n_components, n_features)
-        Approximations only: unit principal directions in R^J, as rows (the
-        largest-magnitude entry of each is positive).
+        Approximations only: unit principal directions in R^J, as rows.
     feature_mean_ : ndarray of shape (n_features,)
         Approximations only: mean of the training features, used to centre.
+    X_transformed_fit_ : ndarray of shape (n_samples, n_components)
+        With ``fit_inverse_transform=True``: the training projections.
+    dual_coef_ : ndarray of shape (n_samples, n_features)
+        With ``fit_inverse_transform=True``: coefficients of the pre-image map.
+    gamma_ : float or None
+        The ``gamma`` in use (``1/(2σ²)`` for rbf); ``None`` for kernels without one.
+    sigma_ : float or None
+        The RBF bandwidth in use (``None`` for other kernels).
     eigen_solver_ : str
         The solver actually used (``"features"`` for an approximation).
     n_components_ : int
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame ``X`` at fit (then ``transform`` checks them).
 
     Notes
     -----
@@ -207,10 +224,14 @@ class KernelPCA(TransformerMixin, BaseEstimator):
     def __init__(
         self,
         n_components: int | None = None,
+        *,
         kernel: str | Callable = "rbf",
-        sigma: float = 1.0,
+        sigma: float | None = None,
+        gamma: float | None = None,
         degree: int = 2,
         coef0: float = 1.0,
+        alpha: float = 1.0,
+        fit_inverse_transform: bool = False,
         eigen_solver: str = "auto",
         tol: float | None = None,
         max_iter: int | None = None,
@@ -218,12 +239,17 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         approximation: str | None = None,
         n_features: int = 100,
         random_state: int | np.random.Generator | None = None,
+        copy_X: bool = True,
+        n_jobs: int | None = None,
     ) -> None:
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
+        self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
+        self.alpha = alpha
+        self.fit_inverse_transform = fit_inverse_transform
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
@@ -231,254 +257,119 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         self.approximation = approximation
         self.n_features = n_features
         self.random_state = random_state
+        self.copy_X = copy_X
+        self.n_jobs = n_jobs
 
-    # -- helpers ---------------------------------------------------------
-    def _kernel_function(self) -> Callable[[ArrayLike, ArrayLike | None], NDArray]:
-        return get_kernel(self.kernel, sigma=self.sigma, degree=self.degree, coef0=self.coef0)
-
-    def _check_symmetric(self, K: NDArray) -> None:
-        if callable(self.kernel):
-            asym = float(np.max(np.abs(K - K.T)))
-            scale = max(1.0, float(np.max(np.abs(K))))
-            if asym > 1e-10 * scale * K.shape[0]:
-                raise ValueError(
-                    f"the kernel function is not symmetric on this data (max |K_ij - K_ji| = "
-                    f"{asym:.3g}); a Mercer kernel needs k(x, y) = k(y, x). "
-                    "Use kpca_lib.mercer.check_mercer to diagnose it."
-                )
-
-    @staticmethod
-    def _warn_if_not_psd(K_c: NDArray, threshold: float) -> None:
-        """Warn when the unrequested bottom of the spectrum is clearly negative."""
-        n = K_c.shape[0]
-        if n <= 500:
-            smallest = float(np.linalg.eigvalsh(K_c)[0])
-        else:
-            v0 = np.random.default_rng(0).uniform(-1.0, 1.0, size=n)
-            smallest = float(scipy.sparse.linalg.eigsh(K_c, k=1, which="SA", v0=v0)[0][0])
-        if smallest < -threshold:
-            warnings.warn(
-                f"the centred kernel matrix has a clearly negative eigenvalue ({smallest:.4g}): "
-                "the kernel function is not positive semi-definite on this data (not a Mercer "
-                "kernel). The requested components are still well defined, but check the kernel "
-                "with kpca_lib.mercer.check_mercer.",
-                NonPSDKernelWarning,
-                stacklevel=3,
-            )
-
-    def _check_approximation(self) -> str | None:
-        if self.approximation is None:
-            return None
-        if not isinstance(self.approximation, str) or self.approximation not in APPROXIMATIONS:
-            raise ValueError(
-                f"approximation must be None, {', '.join(repr(a) for a in APPROXIMATIONS)}; "
-                f"got {self.approximation!r}."
-            )
-        if self.approximation == "rff" and self.kernel != "rbf":
-            raise ValueError(
-                f"approximation='rff' (random Fourier features) exists for kernel='rbf' only; "
-                f"got kernel={self.kernel!r}. Use approximation='nystroem' for other kernels."
-            )
-        return self.approximation
-
-    def _exact_eigenpairs(
-        self, X: NDArray[np.float64], k: int
-    ) -> tuple[NDArray, NDArray, NDArray, float, NDArray | None]:
-        """Top-k eigenpairs of the centred kernel, its column means, grand mean and (if formed) K_c."""
-        n = X.shape[0]
-        kernel_fn = self._kernel_function()
-        solver = choose_solver(n, k, self.eigen_solver)
-        tol, max_iter = _check_tol(self.tol), _check_max_iter(self.max_iter)
-        dtype = _check_kernel_dtype(self.kernel_dtype)
-        self.eigen_solver_ = solver
-        if solver == "dense" or callable(self.kernel):
-            K = kernel_fn(X)
-            self._check_symmetric(K)
-            col_means = K.mean(axis=0)
-            grand_mean = float(col_means.mean())
-            K_c = center_kernel(K, copy=False)
-            # Centring leaves rounding-level asymmetry; use the symmetric part.
-            symmetrize_inplace(K_c)
-            if solver == "dense":
-                # K_c is still needed only to check the rest of a callable's spectrum.
-                keep = callable(self.kernel) and k < n
-                eigenvalues, eigenvectors = top_eigh(K_c, k, "dense", overwrite=not keep)
-                if not keep:
-                    K_c = None
-            else:
-                eigenvalues, eigenvectors = top_eigh_operator(
-                    K_c.__matmul__, n, k, solver, tol=tol, max_iter=max_iter
-                )
-            return eigenvalues, eigenvectors, col_means, grand_mean, K_c
-        block = kernel_block_function(
-            self.kernel, X, sigma=self.sigma, degree=self.degree, coef0=self.coef0
+    # -- parameters --------------------------------------------------------------------
+    def _kernel_spec(self) -> KernelSpec:
+        return make_kernel(
+            self.kernel,
+            sigma=self.sigma,
+            gamma=self.gamma,
+            degree=self.degree,
+            coef0=self.coef0,
+            allow_precomputed=True,
         )
-        panels = build_kernel_panels(block, n, dtype=dtype)
-        if dtype == np.float32 and solver == "lanczos":
-            # The stored kernel is only float32-accurate: ask no more of the solver.
-            tol = max(1e-6 if tol is None else tol, 10.0 * float(np.finfo(np.float32).eps))
-        eigenvalues, eigenvectors = top_eigh_operator(
-            panels.centered_matmat, n, k, solver, tol=tol, max_iter=max_iter
-        )
-        if dtype == np.float32:
-            self._check_float32_accuracy(eigenvalues, panels.frobenius_norm)
-        return eigenvalues, eigenvectors, panels.row_means, panels.grand_mean, None
 
-    @staticmethod
-    def _check_float32_accuracy(eigenvalues: NDArray, frobenius_norm: float) -> None:
-        """Warn if float32 rounding of K may move the eigenvalues by more than 1e-4 relative."""
-        bound = 2.0**-24 * frobenius_norm  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F, and ‖P E P‖₂ ≤ ‖E‖₂
-        positive = eigenvalues[eigenvalues > 0]
-        smallest = float(positive.min()) if positive.size else 0.0
-        if bound > 1e-4 * smallest:
-            warnings.warn(
-                f"kernel_dtype='float32': rounding the kernel matrix may move the eigenvalues by "
-                f"up to {bound:.3g}, more than 1e-4 of the smallest requested eigenvalue "
-                f"({smallest:.3g}); use kernel_dtype='float64' for accurate results.",
-                UserWarning,
-                stacklevel=4,
-            )
-
-    # -- scikit-learn API -------------------------------------------------
-    def fit(self, X: ArrayLike, y: object = None) -> KernelPCA:
-        """Fit kernel PCA on ``X`` of shape (n_samples, n_features)."""
-        self._fit(X, project=False)
-        return self
-
-    def _fit(self, X: ArrayLike, *, project: bool) -> NDArray[np.float64] | None:
-        X = check_array(X)
-        n = X.shape[0]
-        self._kernel_function()  # validates kernel, sigma, degree, coef0
+    def _check_params(self, n: int) -> KernelSpec:
+        spec = self._kernel_spec()
         if self.eigen_solver not in EIGEN_SOLVERS:
             choose_solver(n, 1, self.eigen_solver)  # raises the ValueError
-        _check_tol(self.tol)
-        _check_max_iter(self.max_iter)
-        _check_kernel_dtype(self.kernel_dtype)
-        if self._check_approximation() is not None:
-            return self._fit_approximate(X, project=project)
-        if self.n_components is not None:
-            k = check_n_components(self.n_components, n, f"n_samples = {n}")
-        else:
-            k = n
-        eigenvalues, eigenvectors, col_means, grand_mean, K_c = self._exact_eigenpairs(X, k)
-
-        max_abs = float(np.max(np.abs(eigenvalues))) if eigenvalues.size else 0.0
-        threshold = _negative_threshold(max_abs)
-        if eigenvalues.size and eigenvalues[-1] < -threshold:
-            bad = eigenvalues[eigenvalues < -threshold]
+        check_tol(self.tol)
+        check_max_iter(self.max_iter)
+        check_kernel_dtype(self.kernel_dtype)
+        check_n_jobs(self.n_jobs)
+        if not isinstance(self.fit_inverse_transform, (bool, np.bool_)):
             raise ValueError(
-                f"the centred kernel matrix has {bad.size} clearly negative eigenvalue(s) among "
-                f"the {k} requested (smallest {bad.min():.4g}, largest {max_abs:.4g}): the kernel "
-                "is not positive semi-definite on this data, so √(nλ) is undefined. Use a valid "
-                "(Mercer) kernel (see kpca_lib.mercer.check_mercer) or fewer components."
+                f"fit_inverse_transform must be True or False; got {self.fit_inverse_transform!r}."
             )
-        if callable(self.kernel) and k < n:
-            self._warn_if_not_psd(K_c, threshold)
-        del K_c
-        # Tiny eigenvalues are rounding noise: treat them as exact zeros.
-        zero = eigenvalues <= max(1e-12 * max_abs, 0.0)
-        eigenvalues = np.where(zero, 0.0, eigenvalues)
-        if self.n_components is None:
-            keep = ~zero
-            if not np.any(keep):
+        if not isinstance(self.copy_X, (bool, np.bool_)):
+            raise ValueError(f"copy_X must be True or False; got {self.copy_X!r}.")
+        if self.fit_inverse_transform:
+            if spec.name == "precomputed":
                 raise ValueError(
-                    "the centred kernel matrix is zero: every sample is the same point in feature "
-                    "space, so there is no variance to analyse. Check X and the kernel parameters."
+                    "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
+                    "needs the kernel function. Use fit_inverse_transform=False, or pass the "
+                    "kernel by name or as a callable."
                 )
-            eigenvalues, eigenvectors, zero = eigenvalues[keep], eigenvectors[:, keep], zero[keep]
+            alpha = check_finite_scalar(self.alpha, "alpha")
+            if alpha < 0:
+                raise ValueError(f"alpha (the ridge of the pre-image map) must be >= 0; got {alpha!r}.")
+        return spec
 
-        alphas = np.zeros_like(eigenvectors)
-        nz = ~zero
-        alphas[:, nz] = eigenvectors[:, nz] / np.sqrt(eigenvalues[nz])
+    # -- fitting -----------------------------------------------------------------------
+    def _validate_X(self, X: ArrayLike, *, reset: bool) -> NDArray[np.float64]:
+        _check_feature_names(self, X, reset=reset)
+        return check_array(X)
 
-        self.X_fit_ = X
-        self.eigenvalues_ = eigenvalues
-        self.eigenvectors_ = eigenvectors
-        self.alphas_ = alphas
-        self.explained_variance_ = eigenvalues / n
-        self._col_means = col_means
-        self._grand_mean = grand_mean
-        self.n_components_ = eigenvalues.size
-        self.n_features_in_ = X.shape[1]
-        for name in ("feature_map_", "components_", "feature_mean_"):
-            self.__dict__.pop(name, None)
-        return eigenvectors * np.sqrt(eigenvalues)[None, :] if project else None
-
-    def _fit_approximate(self, X: NDArray[np.float64], *, project: bool) -> NDArray | None:
+    def _fit(self, X: ArrayLike, *, project: bool) -> NDArray[np.float64] | None:
+        """Fit; return the training projections if ``project`` (or they are needed anyway)."""
+        X_in = X
+        X = self._validate_X(X, reset=True)
         n = X.shape[0]
-        J = check_n_features_out(self.n_features, n if self.approximation == "nystroem" else None)
-        max_k = min(n, J)
-        if self.n_components is not None:
-            k = check_n_components(
-                self.n_components, max_k, f"min(n_samples, n_features) = {max_k}"
+        spec = self._check_params(n)
+        approximation = check_approximation(self.approximation, spec)
+        n_threads = check_n_jobs(self.n_jobs)
+        if spec.name == "precomputed" and X.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"kernel='precomputed': X must be the square (n_samples, n_samples) kernel matrix "
+                f"of the training points; got shape {X.shape}."
             )
-        else:
-            k = max_k
-        if self.approximation == "rff":
-            feature_map = RandomFourierFeatures(J, sigma=self.sigma, random_state=self.random_state)
-        else:
-            feature_map = NystroemFeatures(
-                J,
-                kernel=self.kernel,
-                sigma=self.sigma,
-                degree=self.degree,
-                coef0=self.coef0,
+        self._preimage = None
+        if approximation is not None:
+            result = fit_approximate(
+                spec,
+                X,
+                self.n_components,
+                approximation=approximation,
+                n_features=self.n_features,
                 random_state=self.random_state,
+                n_threads=n_threads,
             )
-        feature_map.fit(X)
-        threads = 1 if callable(self.kernel) else None
-        result = feature_pca(feature_map._features, X, k, n_threads=threads)
-        eigenvalues = result.eigenvalues
-        keep = eigenvalues > 1e-12 * max(float(eigenvalues.max()), 0.0)
-        if self.n_components is None:
-            if not np.any(keep):
-                raise ValueError(
-                    "the centred features are zero: every sample is the same point in feature "
-                    "space, so there is no variance to analyse. Check X and the kernel parameters."
-                )
-            result.eigenvalues, result.components = eigenvalues[keep], result.components[keep]
+            needed = project or self.fit_inverse_transform
+            Z = transform_approximate(result, X) if needed else None
+            self.eigen_solver_ = "features"
         else:
-            result.eigenvalues = np.where(keep, eigenvalues, 0.0)
-
-        self.feature_map_ = feature_map
-        self.components_ = result.components
-        self.feature_mean_ = result.mean
+            if self.n_components is not None:
+                check_n_components(self.n_components, n, f"n_samples = {n}")
+            if self.copy_X and (X is X_in or np.may_share_memory(X, np.asarray(X_in))):
+                X = X.copy()  # X_fit_ must not change when the caller edits X
+            result = fit_exact(
+                spec,
+                X,
+                self.n_components,
+                eigen_solver=self.eigen_solver,
+                tol=check_tol(self.tol),
+                max_iter=check_max_iter(self.max_iter),
+                kernel_dtype=check_kernel_dtype(self.kernel_dtype),
+                n_threads=n_threads,
+            )
+            Z = result.projections()
+            self.eigen_solver_ = result.solver
+        self._result = result
+        self._spec = spec
         self.eigenvalues_ = result.eigenvalues
         self.explained_variance_ = result.eigenvalues / n
-        self.eigen_solver_ = "features"
-        self.n_components_ = result.eigenvalues.size
+        self.n_components_ = int(result.eigenvalues.size)
         self.n_features_in_ = X.shape[1]
-        self._feature_pca = result
-        for name in ("X_fit_", "alphas_", "eigenvectors_", "_col_means", "_grand_mean"):
-            self.__dict__.pop(name, None)
-        if not project:
-            return None
-        return project_features(feature_map._project, X, result, n_threads=threads)
+        self.gamma_ = spec.gamma
+        self.sigma_ = spec.sigma
+        if self.fit_inverse_transform:
+            from .preimage import fit_preimage_map
 
-    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Project new points.
-
-        Exact: ``center_test_kernel(k(X, X_fit_), K_fit) @ alphas_``, computed
-        in row blocks so that the m×n test kernel is never held at once.
-        Approximation: ``(Φ(X) − feature_mean_) @ components_.T``.
-        """
-        check_is_fitted(self, "eigenvalues_")
-        X = check_array(X)
-        check_n_features(X, self.n_features_in_, type(self).__name__)
-        if hasattr(self, "feature_map_"):
-            threads = 1 if callable(self.kernel) else None
-            return project_features(
-                self.feature_map_._project, X, self._feature_pca, n_threads=threads
+            self._preimage = fit_preimage_map(
+                Z, X, kernel_fn=KernelFunction(spec), alpha=float(self.alpha)
             )
-        kernel_fn = self._kernel_function()
-        rows = max(1, _TRANSFORM_BLOCK // self.X_fit_.shape[0])
-        Z = np.empty((X.shape[0], self.alphas_.shape[1]))
-        for start in range(0, X.shape[0], rows):
-            chunk = slice(start, start + rows)
-            K_test = kernel_fn(X[chunk], self.X_fit_)
-            K_test = center_test_kernel_from_means(K_test, self._col_means, self._grand_mean)
-            Z[chunk] = K_test @ self.alphas_
         return Z
+
+    def fit(self, X: ArrayLike, y: object = None) -> KernelPCA:
+        """Fit kernel PCA on ``X`` of shape (n_samples, n_features).
+
+        With ``kernel="precomputed"``, ``X`` is the (n_samples, n_samples)
+        kernel matrix of the training points.
+        """
+        self._fit(X, project=False)
+        return self
 
     def fit_transform(self, X: ArrayLike, y: object = None) -> NDArray[np.float64]:
         """Fit and project the training points: ``K_c α_k = √(nλ_k) β_k``.
@@ -489,12 +380,125 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         """
         return self._fit(X, project=True)
 
+    # -- projecting --------------------------------------------------------------------
+    def transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Project new points.
+
+        Exact: ``center_test_kernel(k(X, X_fit_), K_fit) @ alphas_``, computed
+        in row blocks so that the m×n test kernel is never held at once.
+        With ``kernel="precomputed"``, ``X`` is the (m, n_samples) kernel
+        between the new and the training points.
+        Approximation: ``(Φ(X) − feature_mean_) @ components_.T``.
+        """
+        check_is_fitted(self, "eigenvalues_")
+        X = self._validate_X(X, reset=False)
+        result = self._result
+        if isinstance(result, ApproximateResult):
+            check_n_features(X, self.n_features_in_, type(self).__name__)
+            return transform_approximate(result, X)
+        if self._spec.name == "precomputed" and X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"kernel='precomputed': transform needs the kernel between the new points and "
+                f"the {self.n_features_in_} training points, shape (n_new, {self.n_features_in_}); "
+                f"got shape {X.shape}."
+            )
+        check_n_features(X, self.n_features_in_, type(self).__name__)
+        return transform_exact(
+            self._spec, result, X, n_threads=check_n_jobs(self.n_jobs), block=_TRANSFORM_BLOCK
+        )
+
+    def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Pre-images of projections ``X`` (shape (n, n_components)), by the learned map.
+
+        Needs ``fit_inverse_transform=True``. As in scikit-learn, the map is a
+        kernel ridge regression from the training projections back to the
+        training points; it does not reconstruct the data mean exactly (the
+        kernel is centred).
+        """
+        check_is_fitted(self, "eigenvalues_")
+        if self._preimage is None:
+            raise NotFittedError(_NO_INVERSE)
+        Z = check_array(X, "X")
+        if Z.shape[1] != self.n_components_:
+            raise ValueError(
+                f"X must have one column per component: got {Z.shape[1]} columns, expected "
+                f"n_components_ = {self.n_components_} (the output of transform)."
+            )
+        return self._preimage.predict(Z)
+
+    # -- attributes of one mode --------------------------------------------------------
+    def _exact(self, name: str) -> ExactResult:
+        result = self.__dict__.get("_result")
+        if not isinstance(result, ExactResult):
+            raise AttributeError(
+                f"{name} exists after an exact fit only (approximation=None)"
+                + ("" if result is None else f"; this estimator used approximation={self.approximation!r}")
+            )
+        return result
+
+    def _approximate(self, name: str) -> ApproximateResult:
+        result = self.__dict__.get("_result")
+        if not isinstance(result, ApproximateResult):
+            raise AttributeError(f"{name} exists after an approximate fit only (approximation='nystroem' or 'rff')")
+        return result
+
+    def _inverse(self, name: str):  # noqa: ANN202 - the preimage module's PreimageMap
+        preimage = self.__dict__.get("_preimage")
+        if preimage is None:
+            raise AttributeError(f"{name} exists after a fit with fit_inverse_transform=True only")
+        return preimage
+
+    @property
+    def alphas_(self) -> NDArray[np.float64]:
+        return self._exact("alphas_").alphas
+
+    @property
+    def eigenvectors_(self) -> NDArray[np.float64]:
+        return self._exact("eigenvectors_").eigenvectors
+
+    @property
+    def X_fit_(self) -> NDArray[np.float64]:
+        return self._exact("X_fit_").X_fit
+
+    @property
+    def components_(self) -> NDArray[np.float64]:
+        return self._approximate("components_").pca.components
+
+    @property
+    def feature_mean_(self) -> NDArray[np.float64]:
+        return self._approximate("feature_mean_").pca.mean
+
+    @property
+    def feature_map_(self):  # noqa: ANN201 - RandomFourierFeatures or NystroemFeatures
+        return self._approximate("feature_map_").feature_map
+
+    @property
+    def X_transformed_fit_(self) -> NDArray[np.float64]:
+        return self._inverse("X_transformed_fit_").X_transformed_fit_
+
+    @property
+    def dual_coef_(self) -> NDArray[np.float64]:
+        return self._inverse("dual_coef_").dual_coef_
+
+    @property
+    def _n_features_out(self) -> int:
+        """Number of output columns (for ``get_feature_names_out``)."""
+        return self.eigenvalues_.shape[0]
+
+    # -- helpers for the lectures ------------------------------------------------------
     def kernel_matrix_c(self) -> NDArray[np.float64]:
         """The centred training kernel matrix ``K_c`` (recomputed, O(n²) memory; exact only)."""
         check_is_fitted(self, "eigenvalues_")
-        if not hasattr(self, "X_fit_"):
+        if not isinstance(self._result, ExactResult):
             raise ValueError(
                 "kernel_matrix_c needs the training points, which an approximation does not "
                 "keep; fit with approximation=None."
             )
-        return center_kernel(self._kernel_function()(self.X_fit_), copy=False)
+        if self._spec.name == "precomputed":
+            return center_kernel(self.X_fit_, copy=True)
+        return center_kernel(KernelFunction(self._spec)(self.X_fit_), copy=False)
+
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags

@@ -10,6 +10,12 @@ Mercer's theorem (informally, as in the lectures): ``k`` is a valid kernel,
 One dataset can prove that a function is *not* a kernel (a counter-example),
 but never that it is one: :func:`check_mercer` says "no violation found on this
 data" for a function that passes.
+
+Computed eigenvalues carry rounding errors of about ``eps·n·‖K‖``, so even a
+valid kernel can show a tiny negative eigenvalue. The verdict tells the two
+causes apart: a negative eigenvalue within the rounding bound
+``10·eps·n·‖K‖₂`` (``rounding_bound``) is rounding, never a violation; one
+below ``-tol`` (much larger by default) is a counter-example.
 """
 
 from __future__ import annotations
@@ -47,7 +53,11 @@ class MercerResult:
     eigenvalues : ndarray
         All eigenvalues of ``(K + Kᵀ)/2``, ascending.
     explanation : str
-        The verdict in words.
+        The verdict in words (it says whether a negative eigenvalue is
+        rounding or a violation).
+    rounding_bound : float
+        ``10·eps·n·‖K‖₂``: how negative rounding alone can make an eigenvalue
+        of a positive semi-definite ``K``.
     """
 
     symmetric: bool
@@ -58,6 +68,7 @@ class MercerResult:
     tol: float
     eigenvalues: NDArray[np.float64] = field(repr=False)
     explanation: str = ""
+    rounding_bound: float = 0.0
 
     def __bool__(self) -> bool:
         return self.valid
@@ -73,8 +84,10 @@ def check_mercer_matrix(K: ArrayLike, tol: float | None = None) -> MercerResult:
     ----------
     K : array-like of shape (n, n)
     tol : float, optional
-        Tolerance. By default ``1e-10 · n · max(1, max |λ|)``, i.e. the size of
-        rounding errors in an eigendecomposition of ``K``.
+        Tolerance: an eigenvalue below ``-tol`` (or an asymmetry above ``tol``)
+        is a violation. By default ``1e-10 · n · max(1, max |λ|)``, generously
+        above the rounding errors of an eigendecomposition of ``K``. A ``tol``
+        below the rounding bound is raised to it (rounding is not a violation).
 
     Returns
     -------
@@ -91,10 +104,14 @@ def check_mercer_matrix(K: ArrayLike, tol: float | None = None) -> MercerResult:
         tol = 1e-10 * n * scale
     else:
         tol = check_positive(tol, "tol")
+    eps = float(np.finfo(np.float64).eps)
+    norm = max(float(np.max(np.abs(eigenvalues))), float(np.max(np.abs(K))))
+    rounding = 10.0 * eps * n * norm
+    threshold = max(tol, rounding)
     max_asym = float(np.max(np.abs(K - K.T)))
-    symmetric = max_asym <= tol
+    symmetric = max_asym <= max(tol, 10.0 * eps * norm)
     min_eig = float(eigenvalues[0])
-    psd = min_eig >= -tol
+    psd = min_eig >= -threshold
     valid = symmetric and psd
     parts = []
     if symmetric:
@@ -105,13 +122,24 @@ def check_mercer_matrix(K: ArrayLike, tol: float | None = None) -> MercerResult:
             f"NOT symmetric: K[{i},{j}] = {K[i, j]:.6g} but K[{j},{i}] = {K[j, i]:.6g} "
             f"(difference {max_asym:.3g} > tol {tol:.3g})"
         )
-    if psd:
-        parts.append(f"positive semi-definite (smallest eigenvalue {min_eig:.3g} >= -{tol:.3g})")
+    if min_eig >= 0:
+        parts.append(f"positive semi-definite (smallest eigenvalue {min_eig:.3g} >= 0)")
+    elif min_eig >= -rounding:
+        parts.append(
+            f"positive semi-definite up to rounding (smallest eigenvalue {min_eig:.3g}, within "
+            f"the rounding error ±{rounding:.3g} of the eigensolver: rounding, not a violation)"
+        )
+    elif psd:
+        parts.append(
+            f"positive semi-definite within tol (smallest eigenvalue {min_eig:.3g} >= -{tol:.3g}), "
+            f"though more negative than rounding alone explains (±{rounding:.3g}): the function "
+            "may be slightly indefinite; try more or other points"
+        )
     else:
-        n_neg = int(np.sum(eigenvalues < -tol))
+        n_neg = int(np.sum(eigenvalues < -threshold))
         parts.append(
             f"NOT positive semi-definite: {n_neg} eigenvalue(s) below -tol, the smallest is "
-            f"{min_eig:.6g}"
+            f"{min_eig:.6g}, far beyond the rounding error ±{rounding:.3g}"
         )
     if valid:
         verdict = (
@@ -135,6 +163,7 @@ def check_mercer_matrix(K: ArrayLike, tol: float | None = None) -> MercerResult:
         tol=float(tol),
         eigenvalues=eigenvalues,
         explanation=verdict,
+        rounding_bound=float(rounding),
     )
 
 

@@ -103,7 +103,7 @@ def test_nystroem_landmarks_and_rank(rng):
         (RandomFourierFeatures(True), "n_features"),
         (RandomFourierFeatures(10, sigma=0), "sigma"),
         (NystroemFeatures(11), "n_features"),
-        (NystroemFeatures(3, kernel="sigmoid"), "kernel"),
+        (NystroemFeatures(3, kernel="laplacian"), "kernel"),
         (NystroemFeatures(3, kernel="rbf", sigma=-1.0), "sigma"),
     ],
 )
@@ -271,3 +271,39 @@ def test_approximate_transform_bad_data(rng):
         kp.transform(rng.normal(size=(3, 3)))
     with pytest.raises(ValueError, match="NaN"):
         kp.transform([[np.nan, 1.0]])
+
+
+# -- gamma and the new kernels ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("sigma", [0.5, 2.0])
+def test_feature_maps_accept_gamma_instead_of_sigma(rng, sigma):
+    X = rng.normal(size=(30, 3))
+    gamma = 1 / (2 * sigma**2)
+    np.testing.assert_allclose(
+        RandomFourierFeatures(40, gamma=gamma, random_state=1).fit_transform(X),
+        RandomFourierFeatures(40, sigma=sigma, random_state=1).fit_transform(X),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        NystroemFeatures(10, gamma=gamma, random_state=1).fit_transform(X),
+        NystroemFeatures(10, sigma=sigma, random_state=1).fit_transform(X),
+        rtol=1e-10, atol=1e-12,
+    )
+    with pytest.raises(ValueError, match="not both"):
+        NystroemFeatures(10, sigma=sigma, gamma=gamma).fit(X)
+
+
+@pytest.mark.parametrize("kernel, params", [("cosine", {}), ("sigmoid", {"gamma": 0.05}), ("poly", {"gamma": 0.3, "degree": 3})])
+def test_nystroem_with_all_landmarks_is_exact_kernel_pca(rng, kernel, params):
+    from kpca_lib.kernels import get_kernel
+
+    X = rng.normal(size=(40, 3))
+    K = get_kernel(kernel, **params)(X)
+    Phi = NystroemFeatures(40, kernel=kernel, random_state=0, **params).fit_transform(X)
+    if kernel != "sigmoid":  # the sigmoid K is indefinite: Nyström keeps its PSD part
+        np.testing.assert_allclose(Phi @ Phi.T, K, atol=1e-8 * np.abs(K).max())
+        exact = KernelPCA(2, kernel=kernel, **params).fit(X)
+        approx = KernelPCA(2, kernel=kernel, approximation="nystroem", n_features=40, random_state=0, **params).fit(X)
+        np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
+        assert_allclose_up_to_sign(approx.transform(X[:5]), exact.transform(X[:5]), atol=1e-6)

@@ -128,3 +128,35 @@ def test_mercer_bad_input(rng):
         mercer.check_mercer(lambda x, y: 1.0, rng.normal(size=(3, 2)), tol=-1)
     with pytest.raises(ValueError, match="finite"):
         mercer.check_mercer(lambda x, y: np.nan, rng.normal(size=(3, 2)))
+
+
+def test_rounding_level_negative_eigenvalue_is_called_rounding(rng):
+    # A PSD matrix of rank 3: its zero eigenvalues come out at ±rounding.
+    A = rng.normal(size=(40, 3)) * 1e3
+    K = A @ A.T
+    result = mercer.check_mercer_matrix(K, tol=1e-300)  # even with a tol below rounding
+    eig = np.linalg.eigvalsh((K + K.T) / 2)
+    assert result.rounding_bound >= 10 * np.finfo(float).eps * 40 * np.abs(eig).max() * 0.99
+    assert result.valid and result.psd
+    if result.min_eigenvalue < 0:
+        assert "rounding, not a violation" in result.explanation
+    assert "NOT" not in result.explanation
+
+
+@pytest.mark.parametrize("shift", [1e-6, 1e-3, 1.0])
+def test_clearly_negative_eigenvalue_is_a_violation_not_rounding(rng, shift):
+    A = rng.normal(size=(20, 3))
+    K = A @ A.T - shift * np.eye(20)  # smallest eigenvalue −shift, far beyond rounding
+    result = mercer.check_mercer_matrix(K)
+    assert not result.valid and not result.psd
+    assert result.min_eigenvalue == pytest.approx(-shift, rel=1e-6)
+    assert "far beyond the rounding error" in result.explanation
+    assert result.rounding_bound < shift / 1e3
+
+
+def test_sigmoid_kernel_is_not_mercer(rng):
+    from kpca_lib.kernels import sigmoid_kernel
+
+    X = rng.normal(size=(30, 2)) * 2
+    result = mercer.check_mercer_matrix(sigmoid_kernel(X, gamma=1.0, coef0=1.0))
+    assert not result.valid and "NOT positive semi-definite" in result.explanation

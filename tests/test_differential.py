@@ -271,12 +271,6 @@ def test_kernel_pca_offset_family_fit_eigenvalues(cases, kernel):
             )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kernels.py computes distances as ‖x‖² + ‖y‖² − 2xᵀy on the dense path and the linear "
-    "kernel from uncentred X (cancellation for data at 1e6); fixed on the 'kpca' branch, "
-    "then this test passes and the xfail marker must be removed",
-)
 def test_kernel_pca_offset_family_tight(cases):
     """Far-offset data at the tolerance of centred data (possible once the kernel centres X)."""
     for kernel in ("linear", "rbf"):

@@ -1,0 +1,134 @@
+"""Approximate kernel PCA: an explicit feature map, then centred linear PCA of the features.
+
+The fitting half of :class:`kpca_lib.kernel_pca.KernelPCA` with
+``approximation="nystroem"`` or ``"rff"``, as two pure functions over the
+feature maps and the chunked feature PCA of :mod:`kpca_lib.approximation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._validation import check_n_components
+from .approximation import (
+    APPROXIMATIONS,
+    FeaturePCAResult,
+    NystroemFeatures,
+    RandomFourierFeatures,
+    check_n_features_out,
+    feature_pca,
+    project_features,
+)
+from .kernels import KernelSpec
+
+__all__ = ["ApproximateResult", "check_approximation", "fit_approximate", "transform_approximate"]
+
+
+@dataclass
+class ApproximateResult:
+    """A fitted approximate kernel PCA.
+
+    Attributes
+    ----------
+    feature_map : RandomFourierFeatures or NystroemFeatures
+        The fitted map ``Φ``.
+    pca : FeaturePCAResult
+        Eigenvalues (``n ×`` the feature covariance's), unit components (rows)
+        and the training feature mean.
+    n_threads : int
+        Threads used for the feature chunks (1 for a Python callable kernel).
+    """
+
+    feature_map: RandomFourierFeatures | NystroemFeatures
+    pca: FeaturePCAResult
+    n_threads: int
+
+    @property
+    def eigenvalues(self) -> NDArray[np.float64]:
+        return self.pca.eigenvalues
+
+
+def check_approximation(approximation: object, spec: KernelSpec) -> str | None:
+    """Validate ``approximation`` against the kernel; ``None`` means exact."""
+    if approximation is None:
+        return None
+    if not isinstance(approximation, str) or approximation not in APPROXIMATIONS:
+        raise ValueError(
+            f"approximation must be None, {', '.join(repr(a) for a in APPROXIMATIONS)}; "
+            f"got {approximation!r}."
+        )
+    if approximation == "rff" and spec.name != "rbf":
+        raise ValueError(
+            f"approximation='rff' (random Fourier features) exists for kernel='rbf' only; "
+            f"got kernel={spec.name!r}. Use approximation='nystroem' for other kernels."
+        )
+    if spec.name == "precomputed":
+        raise ValueError(
+            "kernel='precomputed' cannot be approximated: the features need the kernel function. "
+            "Use approximation=None."
+        )
+    return approximation
+
+
+def fit_approximate(
+    spec: KernelSpec,
+    X: NDArray[np.float64],
+    n_components: int | None,
+    *,
+    approximation: str,
+    n_features: int,
+    random_state: int | np.random.Generator | None,
+    n_threads: int,
+) -> ApproximateResult:
+    """Fit the feature map on ``X`` and the centred PCA of its features.
+
+    ``n_components=None`` keeps every component with a non-zero eigenvalue
+    (at most ``min(n_samples, n_features)``); eigenvalues below ``1e-12`` of
+    the largest are rounding and set to 0.
+    """
+    n = X.shape[0]
+    J = check_n_features_out(n_features, n if approximation == "nystroem" else None)
+    max_k = min(n, J)
+    if n_components is not None:
+        k = check_n_components(n_components, max_k, f"min(n_samples, n_features) = {max_k}")
+    else:
+        k = max_k
+    if approximation == "rff":
+        feature_map = RandomFourierFeatures(J, gamma=spec.gamma, random_state=random_state)
+    else:
+        kernel = spec.function if spec.name == "callable" else spec.name
+        feature_map = NystroemFeatures(
+            J,
+            kernel=kernel,
+            gamma=spec.gamma,
+            degree=spec.degree,
+            coef0=spec.coef0,
+            random_state=random_state,
+        )
+    feature_map.fit(X)
+    threads = 1 if spec.name == "callable" else n_threads
+    result = feature_pca(feature_map._features, X, k, n_threads=threads)
+    eigenvalues = result.eigenvalues
+    keep = eigenvalues > 1e-12 * max(float(eigenvalues.max()), 0.0)
+    if n_components is None:
+        if not np.any(keep):
+            raise ValueError(
+                "the centred features are zero: every sample is the same point in feature "
+                "space, so there is no variance to analyse. Check X and the kernel parameters."
+            )
+        result.eigenvalues, result.components = eigenvalues[keep], result.components[keep]
+    else:
+        result.eigenvalues = np.where(keep, eigenvalues, 0.0)
+    return ApproximateResult(feature_map, result, threads)
+
+
+def transform_approximate(
+    result: ApproximateResult, X: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``(Φ(X) − feature_mean) @ componentsᵀ``, chunk by chunk."""
+    return project_features(
+        result.feature_map._project, X, result.pca, n_threads=result.n_threads
+    )

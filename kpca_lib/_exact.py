@@ -1,0 +1,477 @@
+"""Exact kernel PCA: kernel matrix → verified top eigenpairs → ``alphas`` (and projections).
+
+The fitting half of :class:`kpca_lib.kernel_pca.KernelPCA` with
+``approximation=None``, as two pure functions:
+
+* :func:`fit_exact` builds the kernel matrix of the training data (half-stored
+  panels for the iterative solvers, a full matrix for ``"dense"``, callables
+  and precomputed kernels), centres it (implicitly for the panels), computes
+  the top eigenpairs and classifies the eigenvalues (rounding-level values
+  become 0; clearly negative ones mean a non-Mercer kernel);
+* :func:`transform_exact` projects new points with the *same* kernel code
+  (:class:`kpca_lib.kernels.KernelEvaluator` with the training shift), in
+  row blocks and threads.
+"""
+
+from __future__ import annotations
+
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse.linalg
+from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
+
+from ._blocked import KernelStats, build_kernel_dense, build_kernel_panels, symmetrize_inplace
+from ._eigen import choose_solver, top_eigh, top_eigh_operator
+from .centering import center_kernel, center_test_kernel_from_means
+from .kernels import (
+    KernelEvaluator,
+    KernelSpec,
+    _stats_of,
+    check_kernel_values,
+    evaluator_blocks,
+    kernel_matrix,
+)
+
+__all__ = ["ExactResult", "fit_exact", "transform_exact", "NonPSDKernelWarning"]
+
+#: Test-kernel entries computed at once per thread in ``transform`` (16 MB of float64).
+_TRANSFORM_BLOCK = 1 << 21
+_EPS64 = float(np.finfo(np.float64).eps)
+
+
+class NonPSDKernelWarning(UserWarning):
+    """The centred kernel matrix has negative eigenvalues beyond rounding (not a Mercer kernel)."""
+
+
+@dataclass
+class ExactResult:
+    """A fitted exact kernel PCA (see :func:`fit_exact`).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray of shape (k,)
+        Eigenvalues of the centred kernel matrix, descending; rounding-level
+        ones are exactly 0.
+    eigenvectors : ndarray of shape (n, k)
+        Unit eigenvectors ``β_k``.
+    alphas : ndarray of shape (n, k)
+        ``β_k / √λ_k`` (zero columns for zero eigenvalues).
+    col_means : ndarray of shape (n,)
+        Column means of the training kernel as evaluated (see ``shift``).
+    grand_mean : float
+    X_fit : ndarray
+        Training data (the Gram matrix for ``kernel="precomputed"``).
+    shift : ndarray or None
+        The vector the evaluator subtracted from every point at fit.
+    expm1 : bool
+        The RBF kernel was stored as ``K − 1``.
+    solver : str
+        The eigen solver used.
+    rounding_bound : float
+        Eigenvalues within ``±rounding_bound`` are rounding noise (set to 0).
+    """
+
+    eigenvalues: NDArray[np.float64]
+    eigenvectors: NDArray[np.float64]
+    alphas: NDArray[np.float64]
+    col_means: NDArray[np.float64]
+    grand_mean: float
+    X_fit: NDArray[np.float64]
+    shift: NDArray[np.float64] | None
+    expm1: bool
+    solver: str
+    rounding_bound: float
+
+    def projections(self) -> NDArray[np.float64]:
+        """The training points' projections ``K_c α_k = √λ_k β_k``."""
+        return self.eigenvectors * np.sqrt(self.eigenvalues)[None, :]
+
+
+@dataclass
+class _Eigenpairs:
+    eigenvalues: NDArray[np.float64]
+    eigenvectors: NDArray[np.float64]
+    col_means: NDArray[np.float64]
+    grand_mean: float
+    shift: NDArray[np.float64] | None
+    expm1: bool
+    solver: str
+    rounding_bound: float
+    smallest: float | None  # smallest eigenvalue of the whole K_c, when checked
+    float32_frobenius: float | None = None  # ‖K‖_F of a float32-stored kernel
+
+
+def _checker(spec: KernelSpec):
+    def check(stats: KernelStats, dtype: np.dtype) -> None:
+        check_kernel_values(spec, stats, dtype)
+
+    return check
+
+
+def _solver_tolerance(solver: str, tol: float | None, dtype: np.dtype) -> float | None:
+    if dtype == np.float32 and solver == "lanczos":
+        # The stored kernel is only float32-accurate: ask no more of the solver.
+        return max(1e-6 if tol is None else tol, 10.0 * float(np.finfo(np.float32).eps))
+    return tol
+
+
+def _solver_error(solver: str, tol: float | None) -> float:
+    """Relative eigenvalue error the solver may leave (its residual tolerance)."""
+    if solver == "lanczos":
+        return 1e-10 if tol is None else tol
+    if solver == "arpack":
+        return _EPS64 if not tol else tol
+    return 0.0
+
+
+def _eigenpairs(
+    spec: KernelSpec,
+    X: NDArray[np.float64],
+    k: int,
+    *,
+    eigen_solver: str,
+    tol: float | None,
+    max_iter: int | None,
+    dtype: np.dtype,
+    n_threads: int,
+) -> _Eigenpairs:
+    n = X.shape[0]
+    solver = choose_solver(n, k, eigen_solver)
+    shift, expm1 = None, False
+    if spec.is_named and solver != "dense":
+        evaluator = KernelEvaluator(spec, X, centred=True)
+        shift, expm1 = evaluator.shift, evaluator.expm1
+        panels = build_kernel_panels(
+            evaluator_blocks(evaluator, X), n, dtype=dtype, n_threads=n_threads, check=_checker(spec)
+        )
+        check_kernel_values(spec, panels.stats, dtype)
+        tol = _solver_tolerance(solver, tol, dtype)
+        eigenvalues, eigenvectors = top_eigh_operator(
+            panels.centered_matmat, n, k, solver, tol=tol, max_iter=max_iter
+        )
+        bound = _rounding_bound(n, eigenvalues, panels.frobenius_norm, dtype, solver, tol)
+        smallest = None
+        if spec.may_be_indefinite and k < n:
+            smallest = _smallest_eigenvalue(panels.centered_matmat, n)
+        return _Eigenpairs(
+            eigenvalues, eigenvectors, panels.row_means, panels.grand_mean, shift, expm1,
+            solver, bound, smallest,
+            panels.frobenius_norm if dtype == np.float32 else None,
+        )
+    # A full n×n matrix: the dense solver, callable and precomputed kernels.
+    if spec.is_named:
+        evaluator = KernelEvaluator(spec, X, centred=True)
+        shift, expm1 = evaluator.shift, evaluator.expm1
+        K, stats = build_kernel_dense(
+            evaluator_blocks(evaluator, X), n, n_threads=n_threads, check=_checker(spec)
+        )
+        check_kernel_values(spec, stats)
+    else:
+        K = kernel_matrix(spec.function, X) if spec.name == "callable" else X.copy()
+        _check_symmetric(K, spec)
+        check_kernel_values(spec, _stats_of(K))
+        symmetrize_inplace(K)
+    frobenius = float(np.linalg.norm(K))
+    col_means = K.mean(axis=0)
+    grand_mean = float(col_means.mean())
+    K_c = center_kernel(K, copy=False)
+    # Centring leaves rounding-level asymmetry; use the symmetric part.
+    symmetrize_inplace(K_c)
+    keep = spec.may_be_indefinite and k < n
+    if solver == "dense":
+        eigenvalues, eigenvectors = top_eigh(K_c, k, "dense", overwrite=not keep)
+    else:
+        eigenvalues, eigenvectors = top_eigh_operator(
+            K_c.__matmul__, n, k, solver, tol=tol, max_iter=max_iter
+        )
+    smallest = _smallest_eigenvalue(K_c.__matmul__, n, K_c) if keep else None
+    bound = _rounding_bound(n, eigenvalues, frobenius, np.dtype(np.float64), solver, tol)
+    return _Eigenpairs(
+        eigenvalues, eigenvectors, col_means, grand_mean, shift, expm1, solver, bound, smallest
+    )
+
+
+def _check_symmetric(K: NDArray[np.float64], spec: KernelSpec) -> None:
+    asym = float(np.max(np.abs(K - K.T)))
+    scale = max(float(np.max(np.abs(K))), np.finfo(np.float64).tiny)
+    if asym > 100.0 * _EPS64 * K.shape[0] * scale:
+        i, j = np.unravel_index(np.argmax(np.abs(K - K.T)), K.shape)
+        what = (
+            "the kernel function is not symmetric on this data"
+            if spec.name == "callable"
+            else "the precomputed kernel matrix X is not symmetric"
+        )
+        raise ValueError(
+            f"{what} (K[{i},{j}] = {K[i, j]:.6g} but K[{j},{i}] = {K[j, i]:.6g}); a Mercer "
+            "kernel needs k(x, y) = k(y, x). Use kpca_lib.mercer.check_mercer_matrix to diagnose it."
+        )
+
+
+def _rounding_bound(
+    n: int,
+    eigenvalues: NDArray[np.float64],
+    frobenius: float,
+    dtype: np.dtype,
+    solver: str,
+    tol: float | None,
+) -> float:
+    """How far rounding (and the solver's tolerance) can move an eigenvalue of ``K_c``."""
+    scale = float(np.max(np.abs(eigenvalues))) if eigenvalues.size else 0.0
+    scale = max(scale, frobenius / np.sqrt(n))  # ‖K‖₂ >= ‖K‖_F/√n
+    bound = max(10.0 * _EPS64 * n, _solver_error(solver, tol)) * scale
+    if dtype == np.float32:
+        bound = max(bound, 2.0**-24 * frobenius)  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F
+    return bound
+
+
+def _smallest_eigenvalue(
+    matmat, n: int, K_c: NDArray[np.float64] | None = None
+) -> float | None:
+    """Smallest eigenvalue of the whole centred kernel (to report a non-PSD kernel).
+
+    Informative only (the requested top eigenpairs do not depend on it): a
+    loose ARPACK run; ``None`` if it does not converge.
+    """
+    if K_c is not None and n <= 500:
+        return float(np.linalg.eigvalsh(K_c)[0])
+    op = scipy.sparse.linalg.LinearOperator(
+        (n, n), matvec=lambda v: matmat(v.reshape(-1, 1)).ravel(), dtype=np.float64
+    )
+    v0 = np.random.default_rng(0).uniform(-1.0, 1.0, size=n)
+    try:
+        values = scipy.sparse.linalg.eigsh(
+            op, k=1, which="SA", v0=v0, tol=1e-3, maxiter=max(300, n // 10)
+        )[0]
+    except scipy.sparse.linalg.ArpackNoConvergence as exc:
+        values = exc.eigenvalues
+    return float(values[0]) if len(values) else None
+
+
+def _check_float32_accuracy(eigenvalues: NDArray, frobenius_norm: float) -> None:
+    """Warn if float32 rounding of K may move the eigenvalues by more than 1e-4 relative."""
+    bound = 2.0**-24 * frobenius_norm  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F, and ‖P E P‖₂ ≤ ‖E‖₂
+    positive = eigenvalues[eigenvalues > 0]  # rounding-level ones are already 0
+    smallest = float(positive.min()) if positive.size else 0.0
+    if bound > 1e-4 * smallest:
+        warnings.warn(
+            f"kernel_dtype='float32': rounding the kernel matrix may move the eigenvalues by "
+            f"up to {bound:.3g}, more than 1e-4 of the smallest requested eigenvalue "
+            f"({smallest:.3g}); use kernel_dtype='float64' for accurate results.",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _significance(max_abs: float) -> float:
+    """scikit-learn's relative threshold: eigenvalues below ``-this`` are clearly negative.
+
+    (Without scikit-learn's absolute floor of 1e-10, so that it does not depend
+    on the scale of the kernel.)
+    """
+    return 1e-5 * max_abs
+
+
+def _classify(
+    pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec
+) -> NDArray[np.float64]:
+    """Eigenvalues with rounding noise set to 0; raise or warn for genuinely negative ones."""
+    eigenvalues = pairs.eigenvalues
+    max_abs = float(np.max(np.abs(eigenvalues))) if eigenvalues.size else 0.0
+    r = pairs.rounding_bound
+    significant = max(r, _significance(max_abs))
+    why = _indefinite_cause(spec)
+    if eigenvalues.size and eigenvalues[-1] < -significant:
+        bad = eigenvalues[eigenvalues < -significant]
+        positive = int(np.sum(eigenvalues > r))
+        raise ValueError(
+            f"the centred kernel matrix has {bad.size} clearly negative eigenvalue(s) among the "
+            f"{k} requested (smallest {bad.min():.4g}, largest eigenvalue {max_abs:.4g}; rounding "
+            f"explains at most ±{r:.2g}): {why}, so √λ is undefined for those components. "
+            f"Request at most n_components={positive} (the positive eigenvalues), or use a "
+            "positive semi-definite kernel (check it with kpca_lib.mercer.check_mercer)."
+        )
+    slightly = eigenvalues < -r
+    if np.any(slightly):
+        warnings.warn(
+            f"the centred kernel matrix has {int(slightly.sum())} slightly negative "
+            f"eigenvalue(s) (smallest {eigenvalues.min():.3g}), beyond rounding (±{r:.2g}): "
+            f"{why}. They are treated as 0.",
+            NonPSDKernelWarning,
+            stacklevel=5,
+        )
+    if pairs.smallest is not None and pairs.smallest < -r:
+        clearly = pairs.smallest < -significant
+        warnings.warn(
+            f"the centred kernel matrix has a {'clearly' if clearly else 'slightly'} negative "
+            f"eigenvalue ({pairs.smallest:.4g}; rounding explains at most ±{r:.2g}) below the "
+            f"requested components: {why}. The {k} requested components are still well defined "
+            "(the top eigenpairs), but check the kernel with kpca_lib.mercer.check_mercer.",
+            NonPSDKernelWarning,
+            stacklevel=5,
+        )
+    zero = eigenvalues <= max(1e-12 * max_abs, r)
+    return np.where(zero, 0.0, eigenvalues)
+
+
+def _indefinite_cause(spec: KernelSpec) -> str:
+    if spec.name == "sigmoid":
+        return (
+            "the sigmoid kernel tanh(gamma·xᵀy + coef0) is not positive semi-definite on this "
+            "data (it is not a Mercer kernel in general)"
+        )
+    if spec.name == "precomputed":
+        return "the precomputed kernel matrix is not positive semi-definite (not a Mercer kernel)"
+    if spec.name == "callable":
+        return "the kernel function is not positive semi-definite on this data (not a Mercer kernel)"
+    return (
+        f"the {spec.name} kernel should be positive semi-definite, so this is a numerical "
+        "problem: scale X or change the kernel parameters"
+    )
+
+
+def fit_exact(
+    spec: KernelSpec,
+    X: NDArray[np.float64],
+    n_components: int | None,
+    *,
+    eigen_solver: str = "auto",
+    tol: float | None = None,
+    max_iter: int | None = None,
+    kernel_dtype: object = "float64",
+    n_threads: int = 1,
+) -> ExactResult:
+    """Exact kernel PCA of ``X`` (the Gram matrix itself for ``kernel="precomputed"``).
+
+    Parameters
+    ----------
+    spec : KernelSpec
+    X : ndarray of shape (n, d), or (n, n) for a precomputed kernel
+        Validated data; kept (not copied) as ``X_fit``.
+    n_components : int or None
+        Number of components (validated); ``None`` keeps every non-zero one.
+    eigen_solver, tol, max_iter, kernel_dtype
+        As in :class:`~kpca_lib.kernel_pca.KernelPCA` (validated).
+    n_threads : int
+        Threads that build the kernel matrix.
+
+    Returns
+    -------
+    ExactResult
+
+    Raises
+    ------
+    ValueError
+        For clearly negative requested eigenvalues (a non-Mercer kernel), an
+        overflowing kernel, or zero variance with ``n_components=None``.
+    """
+    n = X.shape[0]
+    k = n if n_components is None else n_components
+    pairs = _eigenpairs(
+        spec, X, k, eigen_solver=eigen_solver, tol=tol, max_iter=max_iter,
+        dtype=np.dtype(kernel_dtype), n_threads=n_threads,
+    )
+    eigenvalues = _classify(pairs, k, n, spec)
+    if pairs.float32_frobenius is not None:
+        _check_float32_accuracy(eigenvalues, pairs.float32_frobenius)
+    eigenvectors = pairs.eigenvectors
+    if not np.any(eigenvalues > 0):
+        if pairs.eigenvalues.max() < -pairs.rounding_bound:
+            message = (
+                f"no requested eigenvalue of the centred kernel matrix is positive (n_samples = "
+                f"{n}; the largest is {pairs.eigenvalues.max():.4g}): {_indefinite_cause(spec)}"
+            )
+        else:
+            message = (
+                f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every "
+                f"requested eigenvalue within ±{pairs.rounding_bound:.3g}): every sample is the "
+                "same point in feature space, or the kernel's variation is below float64 "
+                "rounding (e.g. gamma too small or sigma too large for the scale of X)"
+            )
+        if n_components is None:
+            raise ValueError(
+                f"{message}, so there is no variance to analyse. Check X and the kernel parameters."
+            )
+        warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=4)
+    if n_components is None:
+        keep = eigenvalues > 0
+        eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
+    alphas = np.zeros_like(eigenvectors)
+    nz = eigenvalues > 0
+    alphas[:, nz] = eigenvectors[:, nz] / np.sqrt(eigenvalues[nz])
+    return ExactResult(
+        eigenvalues=eigenvalues,
+        eigenvectors=eigenvectors,
+        alphas=alphas,
+        col_means=pairs.col_means,
+        grand_mean=pairs.grand_mean,
+        X_fit=X,
+        shift=pairs.shift,
+        expm1=pairs.expm1,
+        solver=pairs.solver,
+        rounding_bound=pairs.rounding_bound,
+    )
+
+
+def cross_kernel(
+    spec: KernelSpec,
+    result: ExactResult,
+    X: NDArray[np.float64],
+    *,
+    n_threads: int = 1,
+    block: int = _TRANSFORM_BLOCK,
+) -> NDArray[np.float64]:
+    """The (uncentred, as stored at fit) kernel between ``X`` and the training points."""
+    if spec.name == "precomputed":
+        return X
+    if spec.name == "callable":
+        return kernel_matrix(spec.function, X, result.X_fit)
+    evaluator = KernelEvaluator(
+        spec, result.X_fit, shift=result.shift, centred=True, expm1=result.expm1
+    )
+    side = evaluator.side(X)
+    n_fit = result.X_fit.shape[0]
+    K = np.empty((X.shape[0], n_fit))
+    rows = max(1, block // n_fit)
+    chunks = [slice(s, min(s + rows, X.shape[0])) for s in range(0, X.shape[0], rows)]
+
+    def one(chunk: slice) -> float:
+        B = evaluator.block(side, chunk, slice(0, n_fit), out=K[chunk])
+        with np.errstate(invalid="ignore"):
+            return max(float(B.max()), -float(B.min())) if B.size else 0.0
+
+    with threadpool_limits(1 if n_threads > 1 else None, user_api="blas"):
+        if n_threads > 1 and len(chunks) > 1:
+            with ThreadPoolExecutor(min(n_threads, len(chunks))) as pool:
+                bigs = list(pool.map(one, chunks))
+        else:
+            bigs = [one(c) for c in chunks]
+    big = float(np.max(bigs)) if bigs else 0.0
+    if not np.isfinite(big) or big > 1e140:
+        check_kernel_values(
+            spec, KernelStats(np.zeros(0), 0.0, 0.0, big, bool(np.isfinite(big))), where="transform"
+        )
+    return K
+
+
+def transform_exact(
+    spec: KernelSpec,
+    result: ExactResult,
+    X: NDArray[np.float64],
+    *,
+    n_threads: int = 1,
+    block: int = _TRANSFORM_BLOCK,
+) -> NDArray[np.float64]:
+    """Project new points: ``center_test_kernel(k(X, X_fit)) @ alphas`` with the fit's statistics."""
+    n_fit = result.alphas.shape[0]
+    rows = max(1, (block * max(1, n_threads)) // n_fit)
+    Z = np.empty((X.shape[0], result.alphas.shape[1]))
+    for start in range(0, X.shape[0], rows):
+        chunk = slice(start, start + rows)
+        K_test = cross_kernel(spec, result, X[chunk], n_threads=n_threads, block=block)
+        K_test = center_test_kernel_from_means(K_test, result.col_means, result.grand_mean)
+        Z[chunk] = K_test @ result.alphas
+    return Z
