@@ -16,21 +16,37 @@ __all__ = [
     "PCA",
     "KernelPCA",
     "analysis",
+    "approximation",
     "centering",
     "datasets",
     "features",
     "kernels",
     "mercer",
     "plotting",
+    "preimage",
     "widgets",
 ]
 __version__ = "0.1.0"
 
 _ESTIMATORS = {"PCA": "pca", "KernelPCA": "kernel_pca"}
-_SUBMODULES = {"analysis", "centering", "datasets", "features", "kernels", "mercer", "plotting", "widgets"}
+_SUBMODULES = {
+    "analysis", "approximation", "centering", "datasets", "features", "kernels", "mercer",
+    "plotting", "preimage", "widgets",
+}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from . import analysis, centering, datasets, features, kernels, mercer, plotting, widgets
+    from . import (
+        analysis,
+        approximation,
+        centering,
+        datasets,
+        features,
+        kernels,
+        mercer,
+        plotting,
+        preimage,
+        widgets,
+    )
     from .kernel_pca import KernelPCA
     from .pca import PCA
 

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from ._blocked import KernelStats, build_kernel_dense, build_kernel_panels, symmetrize_inplace
-from ._eigen import choose_solver, top_eigh, top_eigh_operator
+from ._eigen import choose_solver, record_solver_reports, top_eigh, top_eigh_operator
 from .centering import center_kernel, center_test_kernel_from_means
 from .kernels import (
     KernelEvaluator,
@@ -128,6 +128,16 @@ def _solver_error(solver: str, tol: float | None) -> float:
     return 0.0
 
 
+def _first_or_auto(eigen_solver: str, solver: str) -> str:
+    """What to ask the eigensolver for: ``"auto"`` stays ``"auto"`` (it may fall back)."""
+    return "auto" if eigen_solver == "auto" else solver
+
+
+def _used(reports: list, solver: str) -> str:
+    """The solver whose pairs were returned (after any fallback)."""
+    return reports[-1].used if reports and reports[-1].used else solver
+
+
 def _eigenpairs(
     spec: KernelSpec,
     X: NDArray[np.float64],
@@ -150,9 +160,14 @@ def _eigenpairs(
         )
         check_kernel_values(spec, panels.stats, dtype)
         tol = _solver_tolerance(solver, tol, dtype)
-        eigenvalues, eigenvectors = top_eigh_operator(
-            panels.centered_matmat, n, k, solver, tol=tol, max_iter=max_iter
-        )
+        # "auto" is passed on unresolved so that the solver can fall back to a robust one
+        # when its first choice does not verify; the report names the solver used.
+        with record_solver_reports() as reports:
+            eigenvalues, eigenvectors = top_eigh_operator(
+                panels.centered_matmat, n, k, _first_or_auto(eigen_solver, solver),
+                tol=tol, max_iter=max_iter,
+            )
+        solver = _used(reports, solver)
         bound = _rounding_bound(n, eigenvalues, panels.frobenius_norm, dtype, solver, tol)
         smallest = None
         if spec.may_be_indefinite and k < n:
@@ -185,9 +200,12 @@ def _eigenpairs(
     if solver == "dense":
         eigenvalues, eigenvectors = top_eigh(K_c, k, "dense", overwrite=not keep)
     else:
-        eigenvalues, eigenvectors = top_eigh_operator(
-            K_c.__matmul__, n, k, solver, tol=tol, max_iter=max_iter
-        )
+        with record_solver_reports() as reports:
+            eigenvalues, eigenvectors = top_eigh_operator(
+                K_c.__matmul__, n, k, _first_or_auto(eigen_solver, solver),
+                tol=tol, max_iter=max_iter,
+            )
+        solver = _used(reports, solver)
     smallest = _smallest_eigenvalue(K_c.__matmul__, n, K_c) if keep else None
     bound = _rounding_bound(n, eigenvalues, frobenius, np.dtype(np.float64), solver, tol)
     return _Eigenpairs(
