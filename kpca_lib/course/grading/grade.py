@@ -41,8 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
 from .notebooks import Solution, extract_answers, grading_notebook, meta, read_solution
 from .plain import encode, loads
