@@ -6,7 +6,6 @@ records (which limit fired), so the suite passes on a loaded machine.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ from kpca_lib.course.grading.runner import Run, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grading import ASSIGNMENT, EXERCISE, Q, cell, student_copy  # noqa: E402
+from test_grading import ASSIGNMENT, Q, cell, student_copy  # noqa: E402
 
 
 def _bwrap_or_fail() -> None:
@@ -185,12 +184,50 @@ def test_no_cgroup_fallback_still_limits_memory(tmp_path, monkeypatch):
     nb = student_copy()
     cell(nb, "q2-answer").source = "blocks = []\nwhile True:\n    blocks.append(b'x' * 50_000_000)\n"
     nbformat.write(nb, tmp_path / "bomb.ipynb")
-    honest = copy.deepcopy(student_copy())
-    nbformat.write(honest, tmp_path / "honest.ipynb")
+    nbformat.write(student_copy(), tmp_path / "honest.ipynb")
     rows = {r.submission: r for r in grade_batch(
         assignment=ASSIGNMENT, submissions=[tmp_path / "bomb.ipynb", tmp_path / "honest.ipynb"],
         out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=1, memory_mb=1024)}
     assert (rows["honest"].status, rows["honest"].score) == ("graded", 12.0)
     assert (rows["bomb"].status, rows["bomb"].score) == ("crashed", 9.0)
     assert "out of memory" in " ".join(rows["bomb"].messages)
-    assert EXERCISE is not None
+
+
+def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp_path, monkeypatch):
+    """``--sandbox none`` (only when asked) still limits memory; an error while preparing
+    one submission (a full disk) makes that row ``crashed``, never ``graded`` with 0, and
+    ``on_job_done`` is called once per job, after its row is scored."""
+    import errno
+    import functools
+
+    from kpca_lib.course.grading import grade as grade_module
+
+    nb = student_copy()
+    cell(nb, "q2-answer").source = "blocks = []\nwhile True:\n    blocks.append(b'x' * 50_000_000)\n"
+    nbformat.write(nb, tmp_path / "bomb.ipynb")
+    for name in ("honest", "enospc"):
+        nbformat.write(student_copy(), tmp_path / f"{name}.ipynb")
+    prepare = grade_module._prepare
+
+    def full_disk(job):
+        if job.row.submission == "enospc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return prepare(job)
+
+    calls = []
+
+    def on_done(job):
+        calls.append((job.row.submission, job.row.status, job.row.score))
+
+    monkeypatch.setattr(grade_module, "_prepare", full_disk)
+    monkeypatch.setattr(grade_module, "_run_jobs", functools.partial(
+        grade_module._run_jobs, sandbox="none", on_job_done=on_done))
+    rows = {r.submission: r for r in grade_batch(
+        assignment=ASSIGNMENT, submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "honest", "enospc")],
+        out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=2, memory_mb=1024)}
+    assert (rows["honest"].status, rows["honest"].score) == ("graded", 12.0)
+    assert (rows["bomb"].status, rows["bomb"].score) == ("crashed", 9.0)
+    assert "out of memory" in " ".join(rows["bomb"].messages)
+    assert (rows["enospc"].status, rows["enospc"].score) == ("crashed", 0.0)
+    assert "No space left" in " ".join(rows["enospc"].messages)
+    assert sorted(calls) == [("bomb", "crashed", 9.0), ("enospc", "crashed", 0.0), ("honest", "graded", 12.0)]
