@@ -49,6 +49,11 @@ def test_unknown_mode_and_missing_bwrap_are_clear_errors(monkeypatch):
     with pytest.raises(sb.SandboxUnavailableError, match="apt-get install bubblewrap") as info:
         sb.check_sandbox("bwrap")
     assert "--sandbox none" in str(info.value)
+    monkeypatch.setattr(sb, "_bwrap", lambda: "/bin/false")  # installed, but cannot start
+    monkeypatch.setattr(sb, "_sysctl", lambda name: "1" if "apparmor" in name else None)
+    with pytest.raises(sb.SandboxUnavailableError, match="a test sandbox failed") as info:
+        sb.check_sandbox("bwrap")
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in str(info.value)
 
 
 def _notebook(cells: list[str]) -> dict:
