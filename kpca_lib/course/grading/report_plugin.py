@@ -64,6 +64,7 @@ class _Box:
         self.spec = sb.read_spec(folder)
         self.cgroups: dict[str, str] = {}
         self.km: Any = None
+        self.ctx: Any = None
         self.killed: str | None = None  # "wallclock" or "output", set by us only
         self.output = 0
         self.lock = threading.Lock()
@@ -93,6 +94,9 @@ class _Box:
             self._terminate()
         finally:
             sb.destroy_cgroups(self.cgroups)
+            if self.ctx is not None:
+                self.ctx.destroy(linger=0)
+                self.ctx = None
 
 
 _BOXES: dict[str, _Box] = {}  # notebook folder -> box
@@ -136,6 +140,8 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     # reconnect (a reconnect would resolve the path again, and the kernel owns that folder:
     # a symlink planted there would point the grader at a socket of the host).
     ctx.setsockopt(zmq.RECONNECT_IVL, -1)
+    ctx.setsockopt(zmq.LINGER, 0)  # never wait to deliver to a kernel that was killed
+    box.ctx = ctx
     (folder / "ipc").mkdir(mode=0o700, exist_ok=True)
     km = Manager(kernel_name=kernel_name, kernel_spec_manager=Specs(), transport="ipc",
                  ip=sb.INSIDE_IPC if sandboxed else str(folder / "ipc" / "k"),
@@ -176,7 +182,13 @@ def _child_pid(folder: Path, km: Any, timeout: float) -> int:
 
 
 def _await_sockets(km: Any, timeout: float) -> None:
-    """Wait until the kernel has bound all its sockets (real sockets, not symlinks)."""
+    """Wait until the kernel listens on all its sockets (real sockets, not symlinks).
+
+    A test connection proves the socket listens (between a socket's ``bind`` and
+    ``listen`` a connection is refused, and ZMQ, told never to reconnect, would not
+    retry). No student code has run yet, so nothing can swap the files before ZMQ connects.
+    """
+    import socket
     import stat
 
     deadline = time.monotonic() + timeout
@@ -191,6 +203,14 @@ def _await_sockets(km: Any, timeout: float) -> None:
                 break
             if not stat.S_ISSOCK(mode):
                 raise RuntimeError("the kernel's socket is not a socket")
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(f"{km.ip}-{port}")
+            except OSError:
+                ok = False
+                break
+            finally:
+                probe.close()
         if ok:
             return
         proc = getattr(km.provisioner, "process", None)
