@@ -136,10 +136,11 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     ctx = zmq.Context()
     ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     ctx.setsockopt(zmq.RCVHWM, RCV_HWM)
-    # Connect once, to sockets checked to be sockets before any student code ran; never
-    # reconnect (a reconnect would resolve the path again, and the kernel owns that folder:
-    # a symlink planted there would point the grader at a socket of the host).
-    ctx.setsockopt(zmq.RECONNECT_IVL, -1)
+    # No send may block the worker (a DEALER with no live peer would block forever).
+    # ZMQ reconnects as usual: a reconnect resolves the path again, inside the kernel's
+    # own folder, but whatever socket it then reaches gets only messages signed with this
+    # kernel's session key, and what comes back unsigned by it is rejected.
+    ctx.setsockopt(zmq.SNDTIMEO, 10_000)
     ctx.setsockopt(zmq.LINGER, 0)  # never wait to deliver to a kernel that was killed
     box.ctx = ctx
     (folder / "ipc").mkdir(mode=0o700, exist_ok=True)
@@ -184,9 +185,8 @@ def _child_pid(folder: Path, km: Any, timeout: float) -> int:
 def _await_sockets(km: Any, timeout: float) -> None:
     """Wait until the kernel listens on all its sockets (real sockets, not symlinks).
 
-    A test connection proves the socket listens (between a socket's ``bind`` and
-    ``listen`` a connection is refused, and ZMQ, told never to reconnect, would not
-    retry). No student code has run yet, so nothing can swap the files before ZMQ connects.
+    A test connection proves the socket listens. No student code has run yet, so the
+    grader's first connections reach the kernel's own sockets.
     """
     import socket
     import stat
