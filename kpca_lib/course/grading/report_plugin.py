@@ -133,6 +133,11 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
             _await_sockets(self, startup_timeout)
             await super()._async_post_start_kernel(**kw)
 
+        async def _async_wait(self, pollinterval: float = 0.1) -> None:
+            # The sandbox dies within milliseconds of SIGKILL: poll often (0.1 s by
+            # default, paid once per notebook).
+            await super()._async_wait(pollinterval=0.005)
+
     ctx = zmq.Context()
     ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     ctx.setsockopt(zmq.RCVHWM, RCV_HWM)
