@@ -91,6 +91,10 @@ def test_what_a_sandboxed_kernel_sees(tmp_path):
             "for p in ('/usr/x', '/etc/x', '/x', sys.prefix + '/x', '/run/kpca/config.json'):\n"
             "    try:\n        open(p, 'w')\n        raise AssertionError(p)\n    except OSError:\n        pass",
             "open('/tmp/scratch', 'w').write('ok')",
+            "def target(fd):\n    try:\n        return os.readlink(f'/proc/self/fd/{fd}')\n"
+            "    except OSError:\n        return ''\n"
+            "held = [target(fd) for fd in os.listdir('/proc/self/fd')]\n"
+            "assert not [t for t in held if 'bwrap-info' in t or t.endswith('.json')], held",
             "import kpca_lib.course.grading.kernel_side, numpy",
         ]
         (folder / "submission.ipynb").write_text(json.dumps(_notebook(cells)))
