@@ -191,20 +191,22 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
         last = lines[-1] if lines else ""
         if out.alive is None:  # no kernel: the sandbox (or the kernel in it) did not start
             return "crashed", cell, "the kernel did not start"
-        if facts.get("killed") == "wallclock":
-            return "timeout", cell, "it ran past the time limit (the grader stopped it)"
+        # Facts that do not depend on the machine's load first (a limit that was hit),
+        # then the clocks.
+        if facts.get("oom_kills", 0) > 0:
+            return "crashed", cell, "it ran out of memory (the memory limit killed a process)"
+        if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):
+            return "crashed", cell, "it ran out of memory"
         if facts.get("killed") == "output":
             return "crashed", cell, "it produced more output than the grader reads"
-        if facts.get("oom_kills", 0) > 0:
-            return "crashed", cell, "it ran out of memory (the kernel was killed)"
+        if facts.get("pids_refused", 0) > 0:
+            return "crashed", cell, "it started more processes than allowed"
+        if facts.get("killed") == "wallclock":
+            return "timeout", cell, "it ran past the time limit (the grader stopped it)"
         if facts.get("nbval_timeout") and "exceeded waiting for output" in text:
             return "crashed", cell, "its output could not be read (too large a message?)"
         if facts.get("nbval_timeout"):
             return "timeout", cell, "it ran past the time limit per cell"
-        if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):
-            return "crashed", cell, "it ran out of memory"
-        if facts.get("pids_refused", 0) > 0:
-            return "crashed", cell, "it started more processes than allowed"
         if out.alive is False:
             return "crashed", cell, "the kernel died (the process exited or was killed)"
     if not run.finished:
