@@ -319,6 +319,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
             try:
                 status, cell, message = _classify(run, job.owners)
                 _collect_exports(job, run, cell if status != "graded" else None)
+                run.exports.clear()  # keep only what was accepted (job.answers)
                 if status != "graded":
                     qid = job.owners[cell] if cell is not None and cell < len(job.owners) else None
                     if job.row.status == "graded":

@@ -67,6 +67,7 @@ class _Box:
         self.ctx: Any = None
         self.killed: str | None = None  # "wallclock" or "output", set by us only
         self.output = 0
+        self.exported = 0
         self.lock = threading.Lock()
 
     def kill(self, why: str) -> None:
@@ -335,15 +336,23 @@ def pytest_runtest_call(item: Any) -> Any:
             _DOG.disarm()
 
 
-def _exports(item: Any) -> list[Any]:
+EXPORT_BUDGET = 8 * 1024 * 1024  # bytes of exports recorded per notebook
+
+
+def _exports(item: Any, box: _Box | None) -> list[Any]:
+    """The cell's last export record (the grader reads one per export cell), within budget."""
     found = []
     outs = getattr(item, "test_outputs", None) or []
     for out in outs:
         data = out.get("data") if isinstance(out, dict) else None
         if isinstance(data, dict) and EXPORT_MIME in data:
-            found.append(data[EXPORT_MIME])
+            found = [data[EXPORT_MIME]]
     if outs:
         outs.clear()  # nbval keeps every item; do not keep their outputs for the whole run
+    if found and box is not None:
+        box.exported += _size(found[0])
+        if box.exported > EXPORT_BUDGET:
+            return []
     return found
 
 
@@ -384,7 +393,7 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         "alive": alive,
         "text": text,
         "facts": facts,
-        "exports": _exports(item) if report.when == "call" else [],
+        "exports": _exports(item, box) if report.when == "call" else [],
     })
 
 
