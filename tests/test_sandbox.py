@@ -209,7 +209,6 @@ def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp
     one submission (a full disk) makes that row ``crashed``, never ``graded`` with 0, and
     ``on_job_done`` is called once per job, after its row is scored."""
     import errno
-    import functools
 
     from kpca_lib.course.grading import grade as grade_module
 
@@ -231,8 +230,20 @@ def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp
         calls.append((job.row.submission, job.row.status, job.row.score))
 
     monkeypatch.setattr(grade_module, "_prepare", full_disk)
-    monkeypatch.setattr(grade_module, "_run_jobs", functools.partial(
-        grade_module._run_jobs, sandbox="none", on_job_done=on_done))
+    run_jobs = grade_module._run_jobs
+
+    def run_unsandboxed(*args, **kwargs):
+        theirs = kwargs.pop("on_job_done", None)
+
+        def both(job):
+            on_done(job)
+            if theirs is not None:
+                theirs(job)
+
+        kwargs["sandbox"] = "none"
+        return run_jobs(*args, on_job_done=both, **kwargs)
+
+    monkeypatch.setattr(grade_module, "_run_jobs", run_unsandboxed)
     rows = {r.submission: r for r in grade_batch(
         assignment=ASSIGNMENT, submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "honest", "enospc")],
         out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=2, memory_mb=1024)}

@@ -456,6 +456,8 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
     argv = [exe, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-net", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
+            # /tmp first: what is bound later may live under /tmp (a checkout, a venv).
+            "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
             "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -468,7 +470,6 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
     for p in _ro_paths():
         argv += ["--ro-bind", str(p), str(p)]
     argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
              "--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
     if config is not None:
         argv += ["--ro-bind-data", str(config), INSIDE_CONFIG]
