@@ -253,3 +253,24 @@ def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp
     assert (rows["enospc"].status, rows["enospc"].score) == ("crashed", 0.0)
     assert "No space left" in " ".join(rows["enospc"].messages)
     assert sorted(calls) == [("bomb", "crashed", 9.0), ("enospc", "crashed", 0.0), ("honest", "graded", 12.0)]
+
+
+def test_stale_cgroups_of_a_killed_grader_are_removed_and_live_ones_kept():
+    roots = sb.cgroup_roots()
+    if "pids" not in roots:
+        pytest.skip("this machine gives the grader no cgroups (the rlimit fallback is tested above)")
+    import subprocess
+
+    stale = sb.create_cgroups(f"kpca-{uuid.uuid4().hex}", sb.Limits())
+    live = sb.create_cgroups(f"kpca-{uuid.uuid4().hex}", sb.Limits())
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        Path(live["pids"], "cgroup.procs").write_text(str(proc.pid))
+        sb.sweep_stale_cgroups(min_age=0)
+        assert not any(Path(p).exists() for p in stale.values())
+        assert Path(live["pids"]).exists()
+    finally:
+        proc.kill()
+        proc.wait()
+        sb.destroy_cgroups(live)
+    assert not any(Path(p).exists() for p in live.values())

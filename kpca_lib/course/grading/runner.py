@@ -195,6 +195,7 @@ def run_all(
     if sandbox not in sb.MODES:
         raise ValueError(f"sandbox must be one of {sb.MODES}, got {sandbox!r}.")
     limits = sb.Limits(memory_mb=int(memory_mb))
+    sb.sweep_stale_cgroups()
     pending: queue.Queue[list[Run]] = queue.Queue()
     size = max(1, min(CHUNK, -(-len(runs) // max(1, jobs))))
     for i in range(0, len(runs), size):

@@ -300,6 +300,31 @@ def cgroup_paths(name: str) -> dict[str, str]:
     return {ctrl: str(parent / name) for ctrl, parent in cgroup_roots().items()}
 
 
+def sweep_stale_cgroups(min_age: float = 300.0) -> int:
+    """Remove empty ``kpca-*`` cgroups left by a grader that was killed; return how many.
+
+    A live grader's cgroup is empty only for the instant between its creation and the
+    launcher joining it, and ``rmdir`` refuses a cgroup that holds a process, so removing
+    empty ones older than ``min_age`` seconds cannot disturb another grader.
+    """
+    removed = 0
+    now = time.time()
+    for parent in set(cgroup_roots().values()):
+        try:
+            children = [p for p in parent.iterdir() if p.name.startswith("kpca-") and p.is_dir()]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if now - child.stat().st_mtime < min_age or _procs(child):
+                    continue
+                child.rmdir()
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
 def kill_tagged(token: str) -> None:
     """SIGKILL every process whose environment has ``KPCA_RUN=token`` (``--sandbox none``
     without cgroups: the kernel and whatever it started, even in a new session)."""
