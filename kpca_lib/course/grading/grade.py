@@ -187,15 +187,14 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
             continue
         facts = out.facts or {}
         text = re.sub(r"\x1b\[[0-9;]*m", "", out.text)
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        last = lines[-1] if lines else ""
         if out.alive is None:  # no kernel: the sandbox (or the kernel in it) did not start
             return "crashed", cell, "the kernel did not start"
         # Facts that do not depend on the machine's load first (a limit that was hit),
         # then the clocks.
         if facts.get("oom_kills", 0) > 0:
             return "crashed", cell, "it ran out of memory (the memory limit killed a process)"
-        if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):
+        if facts.get("ename") == "MemoryError" or (
+                facts.get("memory_hits", 0) > 0 and out.alive is False):
             return "crashed", cell, "it ran out of memory"
         if facts.get("killed") == "output":
             return "crashed", cell, "it produced more output than the grader reads"

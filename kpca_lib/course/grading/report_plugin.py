@@ -23,6 +23,7 @@ It does four things:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -69,6 +70,8 @@ class _Box:
         self.output = 0
         self.exported = 0
         self.lock = threading.Lock()
+        self.fds: list[int] = []  # the kernel's sockets, pinned (see _pin_sockets)
+        self.enames: list[str] = []  # exception names of the current cell's error messages
 
     def kill(self, why: str) -> None:
         """Kill the whole sandbox, recording why (the first reason wins)."""
@@ -98,6 +101,10 @@ class _Box:
             if self.ctx is not None:
                 self.ctx.destroy(linger=0)
                 self.ctx = None
+            for fd in self.fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.fds.clear()
 
 
 _BOXES: dict[str, _Box] = {}  # notebook folder -> box
@@ -132,6 +139,9 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
                 pid = _child_pid(folder, self, startup_timeout)
                 self.ip = f"/proc/{pid}/root{sb.INSIDE_IPC}"
             _await_sockets(self, startup_timeout)
+            if sandboxed:
+                urls = _pin_sockets(pid, self, box)
+                self._make_url = urls.__getitem__
             await super()._async_post_start_kernel(**kw)
 
         async def _async_wait(self, pollinterval: float = 0.1) -> None:
@@ -143,9 +153,8 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     ctx.setsockopt(zmq.RCVHWM, RCV_HWM)
     # No send may block the worker (a DEALER with no live peer would block forever).
-    # ZMQ reconnects as usual: a reconnect resolves the path again, inside the kernel's
-    # own folder, but whatever socket it then reaches gets only messages signed with this
-    # kernel's session key, and what comes back unsigned by it is rejected.
+    # ZMQ reconnects as usual, to the same pinned socket inodes (see _pin_sockets): a
+    # kernel that replaces its socket files by symlinks redirects nothing.
     ctx.setsockopt(zmq.SNDTIMEO, 10_000)
     ctx.setsockopt(zmq.LINGER, 0)  # never wait to deliver to a kernel that was killed
     box.ctx = ctx
@@ -162,6 +171,8 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     km.start_kernel(cwd=str(folder), env=launcher_env,
                     stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
     kc = km.client(context=ctx)
+    if "_make_url" in vars(km):
+        kc._make_url = km._make_url  # the pinned sockets, for every channel
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=startup_timeout)
@@ -186,6 +197,38 @@ def _child_pid(folder: Path, km: Any, timeout: float) -> int:
             raise RuntimeError(f"the sandbox did not start (exit status {proc.returncode})")
         time.sleep(0.01)
     raise RuntimeError("the sandbox did not start in time")
+
+
+def _pin_sockets(pid: int, km: Any, box: _Box) -> dict[str, str]:
+    """ZMQ URLs of the kernel's sockets that no later change inside the sandbox can redirect.
+
+    The sandbox owns its ``/tmp``: a path through ``/proc/<pid>/root`` is walked again at
+    every (re)connect, and an absolute symlink planted there would resolve on the
+    *host*. So each socket is opened once, now (before any student code ran), component
+    by component without following symlinks (``O_PATH | O_NOFOLLOW``), checked to be a
+    socket, and reached from then on as ``/proc/self/fd/N``: the same inode for the
+    life of the kernel, wherever its name points later.
+    """
+    import stat
+
+    parts = [p for p in sb.INSIDE_IPC.split("/") if p]
+    directory = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for name in parts[:-1]:
+            nxt = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY, dir_fd=directory)
+            os.close(directory)
+            directory = nxt
+        urls = {}
+        for channel in ("shell", "iopub", "stdin", "control", "hb"):
+            port = getattr(km, f"{channel}_port")
+            fd = os.open(f"{parts[-1]}-{port}", os.O_PATH | os.O_NOFOLLOW, dir_fd=directory)
+            box.fds.append(fd)
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                raise RuntimeError("the kernel's socket is not a socket")
+            urls[channel] = f"ipc:///proc/self/fd/{fd}"
+        return urls
+    finally:
+        os.close(directory)
 
 
 def _await_sockets(km: Any, timeout: float) -> None:
@@ -269,6 +312,8 @@ def _patch_nbval() -> None:
         box = next((b for b in _BOXES.values() if b.km is getattr(self, "km", None)), None)
         if box is not None and stream == "iopub":
             box.output += _size(msg.get("content"))
+            if msg.get("msg_type") == "error" and isinstance(msg.get("content"), dict):
+                box.enames.append(str(msg["content"].get("ename", ""))[:100])
             if box.output > OUTPUT_BUDGET and msg.get("msg_type") != "status":
                 box.kill("output")
                 msg["msg_type"] = "stream"
@@ -385,6 +430,9 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         facts = {k: after[k] - before.get(k, 0) for k in after}
         facts["killed"] = box.killed if box.killed != killed_before else None
         facts["nbval_timeout"] = bool(getattr(parent, "timed_out", False)) and not timed_out_before
+        # The exception's type as the kernel reported it (not a line of text it printed).
+        facts["ename"] = box.enames[-1] if box.enames else None
+        box.enames.clear()
     _write({
         "file": str(getattr(item, "fspath", "")),
         "cell": getattr(item, "cell_num", None),

@@ -56,6 +56,10 @@ __all__ = [
 ]
 
 MODES = ("bwrap", "none")
+#: Parts of /proc that a process counted as host root could write (sysctls, triggers).
+_PROC_COVER = (
+    "sys", "sysrq-trigger", "irq", "bus", "fs", "driver", "acpi", "scsi", "tty", "pressure",
+)
 SANDBOX_UID = 65534
 INSIDE_RUN = "/run/kpca"
 INSIDE_CONFIG = f"{INSIDE_RUN}/config.json"
@@ -494,8 +498,12 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
         argv += ["--ro-bind-try", f"/etc/{etc}", f"/etc/{etc}"]
     for p in _ro_paths():
         argv += ["--ro-bind", str(p), str(p)]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # bwrap run by root maps the sandbox's uid to host uid 0, which passes the owner check
+    # of root's 0644 sysctls: cover every writable part of /proc with read-only binds.
+    for sub in _PROC_COVER:
+        argv += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
+    argv += ["--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
     if config is not None:
         argv += ["--ro-bind-data", str(config), INSIDE_CONFIG]
     if connection is not None:
