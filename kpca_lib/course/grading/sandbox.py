@@ -387,8 +387,16 @@ def read_spec(folder: Path) -> dict[str, Any]:
 
 
 def throwaway_uid() -> int | None:
-    """A fresh unused uid for the no-pids-cgroup fallback when running as root, else None."""
-    if os.getuid() != 0 or "pids" in cgroup_roots():
+    """A fresh unused uid to run a root grader's sandbox as, else None.
+
+    bwrap maps the sandbox's uid to the uid that runs it; run by root, a sandboxed
+    process passes host-side owner checks as uid 0 (hence also the read-only /proc
+    covers). A throw-away uid avoids that and makes ``RLIMIT_NPROC`` a per-submission
+    process limit, but it needs to traverse the Python installation it binds; where
+    it cannot (Python under a 0700 ``/root``), the sandbox runs as root's uid and relies
+    on read-only mounts, the PID/user namespaces and the covers.
+    """
+    if os.getuid() != 0:
         return None
     for path in [*_ro_paths(), Path(sys.executable)]:
         for p in [path, *path.parents]:
@@ -530,17 +538,17 @@ def _set_limits(limits: Limits, cgroups: dict[str, Any], *, spec_uid: int | None
     # touched does not count in the cgroup, and would otherwise grow until the timeout);
     # the memory cgroup, when there is one, caps the sum over all the sandbox's processes.
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-    if "pids" in cgroups:
-        return
     uid = spec_uid
     if uid is not None and os.getuid() == 0:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
-    else:
-        n = limits.pids + sum(1 for p in os.listdir("/proc") if p.isdigit())
-        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+        return
+    if "pids" in cgroups:
+        return
+    n = limits.pids + sum(1 for p in os.listdir("/proc") if p.isdigit())
+    resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
 
 
 def launch(connection_file: str) -> None:
