@@ -107,12 +107,14 @@ def _read_submission(path: Path, assignment: str) -> tuple[Any | None, str]:
     except OSError as exc:
         return None, f"the file cannot be read ({exc.strerror})."
     try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            return None, "this is a folder, not a notebook file."
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return None, "this is not a regular file (a device, pipe or socket), not a notebook."
         with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                return None, "this is a folder, not a notebook file."
-            if not stat.S_ISREG(st.st_mode):
-                return None, "this is not a regular file (a device, pipe or socket), not a notebook."
             size = st.st_size
             if size == 0:
                 return None, "the file is empty."
