@@ -526,7 +526,8 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", "-l", str(where)], check=True)
 
 
-def fill(where: Path) -> None:
+def fill(where: Path, leave: int = 0) -> None:
+    """Fill the disk of ``where``, then free ``leave`` bytes."""
     fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         while True:
@@ -535,10 +536,14 @@ def fill(where: Path) -> None:
         assert exc.errno == errno.ENOSPC
     finally:
         os.close(fd)
+    size = (where / "filler").stat().st_size
+    os.truncate(where / "filler", max(0, size - leave))
 
 
-def test_full_scratch_disk_makes_rows_crashed_never_zero(tmp_path, tiny_disk, monkeypatch, capsys):
-    fill(tiny_disk)
+@pytest.mark.parametrize("leave", [0, 300_000], ids=["full", "nearly_full"])
+def test_full_scratch_disk_makes_rows_crashed_never_zero(tmp_path, tiny_disk, monkeypatch, capsys,
+                                                         leave):
+    fill(tiny_disk, leave)  # nearly full: the notebook is written, the kernel's files are not
     monkeypatch.setattr(tempfile, "tempdir", str(tiny_disk))
     files = [save(tmp_path / "full.ipynb", full_copy()), garbage(tmp_path / "junk.ipynb")]
     out = tmp_path / "out"

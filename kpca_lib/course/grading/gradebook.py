@@ -577,23 +577,30 @@ class Gradebook:
     def feedback_path(self, row_id: str) -> str:
         """``feedback/<name>.md`` for ``row_id``: the existing row's, else a new unique one."""
         with self._lock:
-            if row_id in self.rows:
-                return str(self.rows[row_id]["feedback"])
-            if row_id in self._pending:
-                return str(self._pending[row_id][0]["feedback"])
-            taken = [str(r["feedback"])[len("feedback/"):]
-                     for r in [*self.rows.values(), *(p[0] for p in self._pending.values())]]
-            return "feedback/" + feedback_name(row_id, taken)
+            return self._feedback_path(row_id)
+
+    def _feedback_path(self, row_id: str) -> str:
+        if row_id in self.rows:
+            return str(self.rows[row_id]["feedback"])
+        if row_id in self._pending:
+            return str(self._pending[row_id][0]["feedback"])
+        taken = [str(r["feedback"])[len("feedback/"):]
+                 for r in [*self.rows.values(), *(p[0] for p in self._pending.values())]]
+        return "feedback/" + feedback_name(row_id, taken)
 
     def add(self, record: dict[str, Any], feedback: str) -> None:
         """Add or replace a row (``record["submission"]`` is its id) and write the gradebook.
 
-        Never raises for I/O: a failed write is kept in :attr:`errors`, the row stays
-        pending and every later call tries again (so a disk that frees up loses nothing).
+        ``record["feedback"]`` is set to the row's feedback file when it is empty. Never
+        raises for I/O: a failed write is kept in :attr:`errors`, the row stays pending
+        and every later call tries again (so a disk that frees up loses nothing).
         """
         with self._lock:
+            if not record.get("feedback"):
+                record["feedback"] = self._feedback_path(record["submission"])
             self._pending[record["submission"]] = (record, feedback)
-            self._flush()
+            if self._fd is not None and self._fb is not None:  # else closed: stays unsaved
+                self._flush()
 
     @property
     def unsaved(self) -> list[str]:
