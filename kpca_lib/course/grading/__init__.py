@@ -10,6 +10,7 @@ The pieces, in the order a submission meets them:
   notebook that runs from trusted ``solutions/`` plus the student's answer cells.
 * :mod:`kpca_lib.course.grading.runner`: nbval (pytest) in a child process per batch of
   submissions, a fresh kernel per submission, time and memory limits.
-* :mod:`kpca_lib.course.grading.grade`: the gradebook (``grades.csv``, ``grades.json``,
-  ``feedback/*.md``), written atomically.
+* :mod:`kpca_lib.course.grading.grade`: the batch: read, run, check, score each submission.
+* :mod:`kpca_lib.course.grading.gradebook`: the gradebook (``grades.csv``, ``grades.json``,
+  ``feedback/*.md``), a row at a time and atomically; ``--resume``, ``--merge``, row ids.
 """

@@ -14,6 +14,14 @@ For each submission:
    from ``solutions/``) against the grader's own computations. Student code never
    runs here, and nothing from the kernel is unpickled or imported.
 
+5. write its row into the gradebook at once (:mod:`kpca_lib.course.grading.gradebook`):
+   ``grades.json``, ``grades.csv`` and its ``feedback/`` file, each replaced
+   atomically, so a grader killed at any moment leaves a valid partial gradebook.
+
+Any error while reading or grading one submission makes its row ``invalid`` (not a
+readable notebook of this assignment) or ``crashed`` (the grader failed: full disk,
+a bug; ``Row.grader_error`` says so) with the reason, and the batch goes on.
+
 A question whose cell times out or crashes the kernel scores 0; the notebook then runs
 again without the questions already done, so later questions still count. The
 status of the row is ``timeout`` or ``crashed`` accordingly.
