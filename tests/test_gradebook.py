@@ -514,19 +514,20 @@ def test_killed_grader_leaves_a_valid_gradebook_that_resume_completes(tmp_path):
 
 
 @pytest.fixture
-def tiny_disk(tmp_path):
-    """A 1 MB tmpfs (needs root to mount)."""
-    where = tmp_path / "tiny"
-    where.mkdir()
+def tiny_disk():
+    """A 1 MB tmpfs (needs root to mount), at a short path (kernels' ipc sockets go there)."""
+    where = Path(tempfile.mkdtemp(prefix="kpca-tiny-"))
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
                           capture_output=True)
     if done.returncode != 0:
+        where.rmdir()
         pytest.skip("mounting a tmpfs needs root; the full-disk paths are also covered by "
                     "test_full_disk_keeps_a_valid_gradebook_and_says_so")
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=True)
+        where.rmdir()
 
 
 def fill(where: Path, leave: int = 0) -> None:
