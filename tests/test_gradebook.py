@@ -351,10 +351,10 @@ def test_full_disk_keeps_a_valid_gradebook_and_says_so(tmp_path, monkeypatch):
     real = gb.atomic_write
     full = {"on": False}
 
-    def write(dir_fd, name, data, *, where="."):
+    def write(dir_fd, name, data, **kw):
         if full["on"]:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(dir_fd, name, data, where=where)
+        return real(dir_fd, name, data, **kw)
 
     monkeypatch.setattr(gb, "atomic_write", write)
     with pytest.raises(gb.GradebookWriteError, match=r"No space left on device \[ENOSPC\].*--resume"):

@@ -272,12 +272,14 @@ def _check_replaceable(name: str, dir_fd: int, where: str) -> None:
             "Remove it (someone else put it there) and run again with --resume")
 
 
-def atomic_write(dir_fd: int, name: str, data: bytes, *, where: str = ".") -> None:
+def atomic_write(dir_fd: int, name: str, data: bytes, *, where: str = ".",
+                 sync_dir: bool = True) -> None:
     """Replace ``name`` in the folder ``dir_fd`` by ``data`` atomically and durably.
 
     Refuses (:class:`GradebookWriteError`) when ``name`` exists and is not a regular
     file, e.g. a symbolic link. On any error the old file is intact and the temporary
-    file is removed.
+    file is removed. ``sync_dir=False`` leaves the folder's ``fsync`` (which makes the
+    rename itself durable) to the caller, for several files at once.
     """
     _check_replaceable(name, dir_fd, where)
     tmp = f".{name}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
@@ -296,7 +298,8 @@ def atomic_write(dir_fd: int, name: str, data: bytes, *, where: str = ".") -> No
         except OSError:
             pass
         raise
-    os.fsync(dir_fd)
+    if sync_dir:
+        os.fsync(dir_fd)
 
 
 def _read_small(name: str, dir_fd: int, limit: int, where: str) -> bytes | None:
@@ -416,6 +419,7 @@ class Gradebook:
         self._pending: dict[str, tuple[dict[str, Any], str]] = {}
         self._dirty = False
         self._order: dict[str, int] = {}
+        self._encoded: dict[str, str] = {}  # row id -> its JSON text (each row encoded once)
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._fb: int | None = None
@@ -535,6 +539,7 @@ class Gradebook:
                     and "/" not in fb[len("feedback/"):] and not fb[len("feedback/"):].startswith(".")):
                 raise bad(f"entry {rid!r} has no valid feedback file name")
             self.rows[rid] = r
+            self._encoded[rid] = _encode_row(r)
 
     def set_order(self, ids: Sequence[str]) -> None:
         """Rows of ``ids`` are listed in this order (after rows not among them), whatever
@@ -611,15 +616,26 @@ class Gradebook:
     def _flush(self) -> None:
         if self._fd is None or self._fb is None:
             raise RuntimeError("Gradebook.start() was not called.")
+        written = []
         for rid, (record, text) in list(self._pending.items()):
             name = str(record["feedback"])[len("feedback/"):]
             try:
-                atomic_write(self._fb, name, text.encode("utf-8"), where=f"{self.out}/feedback")
+                atomic_write(self._fb, name, text.encode("utf-8"), where=f"{self.out}/feedback",
+                             sync_dir=False)
             except OSError as exc:
                 self._error(f"feedback for {rid}", exc)
                 continue
-            del self._pending[rid]
+            written.append(rid)
+        if written:
+            try:  # the feedback files are durable before any row that names them
+                os.fsync(self._fb)
+            except OSError as exc:
+                self._error("feedback/", exc)
+                return
+        for rid in written:
+            record = self._pending.pop(rid)[0]
             self.rows[rid] = record
+            self._encoded[rid] = _encode_row(record)
             self._dirty = True
         if self._dirty:
             self._write_tables()
@@ -633,8 +649,11 @@ class Gradebook:
         assert self._fd is not None
         where = str(self.out)
         try:
-            atomic_write(self._fd, "grades.json", self._json().encode("utf-8"), where=where)
-            atomic_write(self._fd, "grades.csv", self._csv().encode("utf-8"), where=where)
+            atomic_write(self._fd, "grades.json", self._json().encode("utf-8"), where=where,
+                         sync_dir=False)
+            atomic_write(self._fd, "grades.csv", self._csv().encode("utf-8"), where=where,
+                         sync_dir=False)
+            os.fsync(self._fd)
         except OSError as exc:
             self._error("grades.json/grades.csv", exc)
             return
@@ -645,15 +664,18 @@ class Gradebook:
         return modes.pop() if len(modes) == 1 else "mixed"
 
     def _json(self) -> str:
-        data = {
+        """``grades.json``: each row's text encoded once (a batch costs O(rows), not O(rows²))."""
+        head = {
             "assignment": self.assignment,
             "max_score": float(sum(self.points.values())),
             "questions": self.points,
             "root": self.root,
             "sandbox": self._sandbox_summary(),
-            "submissions": self._ordered(),
         }
-        return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]  # without "\n}"
+        rows = ",".join("\n  " + self._encoded[r["submission"]] for r in self._ordered())
+        return f'{text},\n "submissions": [{rows}\n ]\n}}\n'
+
 
     def _csv(self) -> str:
         buf = io.StringIO()
@@ -698,6 +720,12 @@ class Gradebook:
             self.close()
         except GradebookWriteError:
             pass  # the first error wins
+
+
+def _encode_row(record: dict[str, Any]) -> str:
+    """A row's JSON text, indented for its place in ``grades.json``'s list of submissions
+    (JSON strings hold no raw newline, so indenting every line is safe)."""
+    return json.dumps(record, indent=1, ensure_ascii=False).replace("\n", "\n  ")
 
 
 def _lstat_path(path: Path) -> os.stat_result | None:
