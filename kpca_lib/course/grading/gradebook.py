@@ -566,7 +566,11 @@ class Gradebook:
                 self.root = str(root)
             return
         self.root = str(root)
-        self._fd = _open_out(self.out, create=True)
+        try:
+            self._fd = _open_out(self.out, create=True)
+        except OSError as exc:
+            raise GradebookError(f"the gradebook folder {self.out} cannot be created "
+                                 f"({exc.strerror}); choose another --out.") from None
         where = str(self.out)
         if [e for e in os.listdir(self._fd) if not _is_tmp(e)]:
             raise GradebookError(f"--out {where} was filled by something else while starting; "
@@ -733,6 +737,9 @@ def _lstat_path(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # e.g. a parent that is a file
+        raise GradebookError(f"--out {path} cannot be used ({exc.strerror}); choose another "
+                             "--out.") from None
 
 
 def _check_replaceable_or_fail(fd: int, name: str, where: str) -> None:
