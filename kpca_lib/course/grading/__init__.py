@@ -13,8 +13,9 @@ The pieces, in the order a submission meets them:
   worker) starts each kernel in its own sandbox, enforces the wall clock and output caps
   and records per-cell facts; :mod:`kpca_lib.course.grading.sandbox` is the bubblewrap
   sandbox and its limits (cgroups where possible).
-* :mod:`kpca_lib.course.grading.grade`: the gradebook (``grades.csv``, ``grades.json``,
-  ``feedback/*.md``), written atomically.
+* :mod:`kpca_lib.course.grading.grade`: the batch: read, run, check, score each submission.
+* :mod:`kpca_lib.course.grading.gradebook`: the gradebook (``grades.csv``, ``grades.json``,
+  ``feedback/*.md``), a row at a time and atomically; ``--resume``, ``--merge``, row ids.
 """
 
 import sys as _sys
