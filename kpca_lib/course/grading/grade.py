@@ -31,10 +31,12 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,7 @@ MAX_RESUMES = 3
 PREAMBLE = """\
 # Added by the grader.
 from kpca_lib.course.grading.kernel_side import install as _kpca_install
-_kpca_export = _kpca_install(globals(), "grader-config.json")
+_kpca_export = _kpca_install(globals())
 del _kpca_install
 """
 
@@ -139,73 +141,103 @@ class _Job:
     solution: Solution
     sources: dict[str, str]
     inputs: dict[str, dict[str, Any]]
-    scratch: Path
+    scratch: Path  # this submission's private folder (0700) in the grader's work folder
     key: bytes
     done: set[str] = field(default_factory=set)  # questions exported or given up
     failures: dict[str, str] = field(default_factory=dict)  # question -> why it scored 0
+    zeroed: set[str] = field(default_factory=set)  # questions that ran out of time or memory
     attempts: int = 0
     owners: list[str | None] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)  # question -> exported payload
     resume: bool = False
+    finished: bool = False
 
 
 def _prepare(job: _Job) -> Run:
-    """Write the notebook (without the questions already done) and its config."""
+    """Write the notebook (without the questions already done) and the kernel's inputs.
+
+    Every attempt gets a fresh folder with an unpredictable name; nothing in it is
+    visible to the kernel except ``config.json``, which its sandbox gets a read-only copy of.
+    """
     job.attempts += 1
-    folder = job.scratch / f"run{job.attempts}"
-    (folder / "exports").mkdir(parents=True)
+    folder = job.scratch / secrets.token_hex(16)
+    folder.mkdir(mode=0o700)
     nb, owners = grading_notebook(job.solution, job.sources, PREAMBLE, skip=set(job.done))
     job.owners = owners
-    nbformat.write(nb, folder / "submission.ipynb")
+    (folder / "submission.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     config = {
         "key": job.key.hex(),
-        "out": str(folder / "exports"),
         "inputs": {q: {k: encode(v) for k, v in inp.items()} for q, inp in job.inputs.items()},
     }
-    text = json.dumps(config)
-
-    def write_config() -> None:  # the kernel reads and deletes it; rewritten for a re-run
-        (folder / "grader-config.json").write_text(text)
-
-    return Run(folder / "submission.ipynb", n_cells=len(nb.cells), setup=write_config)
+    fd = os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(config))
+    return Run(folder / "submission.ipynb", n_cells=len(nb["cells"]))
 
 
 def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]:
-    """``(status, cell, message)`` of the first cell that timed out or crashed."""
+    """``(status, cell, message)`` of the first cell that ran out of time or memory, or crashed.
+
+    Decided from facts the trusted side recorded (which limit fired: the grader's
+    wall-clock killer, nbval's cell timeout, the output cap, the cgroup's OOM kills and
+    refused forks, whether the kernel was still alive), never from timing. An ordinary
+    exception in a cell is not a failure here: the question's checks report it.
+    """
     for cell in sorted(run.cells):
         out = run.cells[cell]
-        if out.outcome != "failed":
+        if out.outcome not in ("failed", "error"):
             continue
+        facts = out.facts or {}
         text = re.sub(r"\x1b\[[0-9;]*m", "", out.text)
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         last = lines[-1] if lines else ""
-        if "KernelDied" in text or "kernel died" in text or "Kernel dead" in text:
-            return "crashed", cell, "the kernel died (the process exited or was killed)"
-        if ("Timeout of" in text and "exceeded" in text) or last.startswith("KeyboardInterrupt"):
+        if out.alive is None:  # no kernel: the sandbox (or the kernel in it) did not start
+            return "crashed", cell, "the kernel did not start"
+        if facts.get("killed") == "wallclock":
+            return "timeout", cell, "it ran past the time limit (the grader stopped it)"
+        if facts.get("killed") == "output":
+            return "crashed", cell, "it produced more output than the grader reads"
+        if facts.get("oom_kills", 0) > 0:
+            return "crashed", cell, "it ran out of memory (the kernel was killed)"
+        if facts.get("nbval_timeout"):
             return "timeout", cell, "it ran past the time limit per cell"
-        if last.startswith("MemoryError"):
+        if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):
             return "crashed", cell, "it ran out of memory"
+        if facts.get("pids_refused", 0) > 0:
+            return "crashed", cell, "it started more processes than allowed"
         if out.alive is False:
-            return "crashed", cell, "the kernel stopped"
+            return "crashed", cell, "the kernel died (the process exited or was killed)"
     if not run.finished:
         return "crashed", None, run.note or "the notebook run did not finish"
     return "graded", None, ""
 
 
-def _collect_exports(job: _Job, folder: Path) -> None:
-    for qid in job.solution.questions:
-        path = folder / "exports" / f"{qid}.json"
-        if qid in job.done or not path.exists():
+def _collect_exports(job: _Job, run: Run, failed_cell: int | None = None) -> None:
+    """Accept each question's export from its own export cell only, and only when no cell
+    before it ran out of time or memory (answers exported after that are discarded)."""
+    export_cell: dict[str, int] = {}
+    for i, qid in enumerate(job.owners):
+        if qid is not None:
+            export_cell[qid] = i  # the export cell is the question's last cell
+    for qid, cell in export_cell.items():
+        if qid in job.done or (failed_cell is not None and cell >= failed_cell):
+            continue
+        records = run.exports.get(cell) or []
+        if not records:
             continue
         job.done.add(qid)
         try:
-            record = loads(path.read_bytes())
+            record = records[-1]
+            if not isinstance(record, dict):
+                raise ValueError("it is not a record")
             payload_text = record["payload"]
+            if not isinstance(payload_text, str):
+                raise ValueError("its payload is not text")
             mac = hmac.new(job.key, payload_text.encode(), hashlib.sha256).hexdigest()
-            if not isinstance(payload_text, str) or not hmac.compare_digest(mac, str(record["mac"])):
+            if not hmac.compare_digest(mac, str(record["mac"])):
                 raise ValueError("its signature does not match")
             payload = loads(payload_text)
-            if payload.get("question") != qid:
+            if not isinstance(payload, dict) or payload.get("question") != qid:
                 raise ValueError("it is for another question")
             job.answers[qid] = payload.get("answers")
         except Exception as exc:
@@ -214,54 +246,111 @@ def _collect_exports(job: _Job, folder: Path) -> None:
 
 def _score(job: _Job) -> None:
     row, solution = job.row, job.solution
-    answers_all = job.answers
+    row.checks = []
     for qid in solution.questions:
         question: Question = get_question(qid)
         hidden = solution.hidden.get(qid, [])
-        if qid in answers_all:
-            answers = decode_payload(answers_all[qid])
+        if qid in job.answers and qid not in job.zeroed:
+            answers = decode_payload(job.answers[qid])
         else:
             reason = job.failures.get(qid, "no answer was recorded")
             answers = decode_payload({"__probe__": {"__error__": reason}})
         results = run_checks(question, answers, job.inputs.get(qid, {}), hidden)
+        if qid in job.zeroed:  # ran out of time or memory: the question scores 0, as said
+            results = [CheckResult(r.id, r.question, r.description, r.points, False,
+                                   job.failures.get(qid, "it did not finish"), r.hidden)
+                       for r in results]
         row.checks.extend(results)
         row.questions[qid] = float(sum(r.score for r in results))
 
 
+def _crash(job: _Job, why: str) -> None:
+    """This submission could not be graded: ``crashed`` with the reason, nothing kept."""
+    job.row.status = "crashed"
+    job.row.messages.append(f"the grader could not grade this submission: {why}.")
+    job.answers.clear()
+    job.zeroed.update(job.solution.questions)
+    job.resume = False
+
+
 def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jobs: int,
-              progress: _Progress) -> None:
-    pending = list(jobs)
+              progress: _Progress, *, sandbox: str = "bwrap",
+              on_job_done: Callable[[_Job], None] | None = None) -> None:
+    """Run every job (re-running a notebook without the questions already done after a
+    question ran out of time or memory); score each and call ``on_job_done`` once per job.
+
+    An exception while preparing, running or collecting one job makes its row
+    ``crashed`` with the reason; the batch goes on.
+    """
+
+    def finish(job: _Job) -> None:
+        if job.finished:
+            return
+        job.finished = True
+        try:
+            _score(job)
+        except Exception as exc:
+            _crash(job, f"{type(exc).__name__}: {exc}")
+            for qid in job.solution.questions:
+                job.row.questions[qid] = 0.0
+        progress.step()
+        if on_job_done is not None:
+            on_job_done(job)
+
+    pending = [job for job in jobs if not job.finished]
     while pending:
         by_run: dict[int, _Job] = {}
         runs = []
         for job in pending:
-            run = _prepare(job)
+            job.resume = False
+            try:
+                run = _prepare(job)
+            except Exception as exc:  # e.g. ENOSPC in the work folder
+                _crash(job, f"{type(exc).__name__}: {exc}")
+                finish(job)
+                continue
             by_run[id(run)] = job
             runs.append(run)
-            job.resume = False
 
         def done(run: Run, by_run: dict[int, _Job] = by_run) -> None:
             job = by_run[id(run)]
-            status, cell, message = _classify(run, job.owners)
-            _collect_exports(job, run.notebook.parent)
-            if status != "graded":
-                qid = job.owners[cell] if cell is not None and cell < len(job.owners) else None
-                if job.row.status == "graded":
-                    job.row.status = status
-                if qid is None:
-                    job.row.messages.append(f"the notebook could not run: {message}.")
-                else:
-                    job.failures.setdefault(qid, f"{message}, so this question scores 0")
-                    job.row.messages.append(f"{qid}: {message}; the question scores 0 and the "
-                                            "grader went on with the next questions.")
-                    job.done.add(qid)
-                    job.resume = job.attempts < MAX_RESUMES and any(
-                        q not in job.done for q in job.solution.questions)
+            try:
+                status, cell, message = _classify(run, job.owners)
+                _collect_exports(job, run, cell if status != "graded" else None)
+                if status != "graded":
+                    qid = job.owners[cell] if cell is not None and cell < len(job.owners) else None
+                    if job.row.status == "graded":
+                        job.row.status = status
+                    if qid is None:
+                        job.row.messages.append(f"the notebook could not run: {message}.")
+                        job.zeroed.update(q for q in job.solution.questions if q not in job.done)
+                    else:
+                        job.failures[qid] = f"{message}, so this question scores 0"
+                        job.zeroed.add(qid)
+                        job.answers.pop(qid, None)
+                        job.row.messages.append(f"{qid}: {message}; the question scores 0 and the "
+                                                "grader went on with the next questions.")
+                        job.done.add(qid)
+                        job.resume = job.attempts < MAX_RESUMES and any(
+                            q not in job.done for q in job.solution.questions)
+            except Exception as exc:
+                _crash(job, f"{type(exc).__name__}: {exc}")
             if not job.resume:
-                progress.step()
+                finish(job)
 
-        run_all(runs, work, timeout=timeout, memory_mb=memory_mb, jobs=n_jobs, on_done=done)
-        pending = [job for job in pending if job.resume]
+        try:
+            run_all(runs, work, timeout=timeout, memory_mb=memory_mb, jobs=n_jobs,
+                    sandbox=sandbox, on_done=done)
+        except Exception as exc:
+            for job in by_run.values():
+                if not job.finished and not job.resume:
+                    _crash(job, f"{type(exc).__name__}: {exc}")
+                    finish(job)
+        for job in by_run.values():  # a run that was never reported cannot stay pending
+            if not job.finished and not job.resume:
+                _crash(job, "its run was lost")
+                finish(job)
+        pending = [job for job in pending if job.resume and not job.finished]
 
 
 class _Progress:

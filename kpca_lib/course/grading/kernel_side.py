@@ -1,11 +1,14 @@
 """Code the grader runs inside a student's kernel: set-up and per-question export.
 
 The rebuilt notebook starts with a cell calling :func:`install`, which reads the
-grader's configuration (inputs per question, output folder, a per-submission key),
-deletes the file, caps the size of printed output, and returns ``export(question_id)``.
-After a question's last answer cell, the notebook calls ``export``: it probes the
-student's answers on the grader's inputs and writes ``<out>/<question>.json`` with an
-HMAC of the content.
+grader's configuration (inputs per question and a per-submission key) from the
+read-only file named by ``$KPCA_GRADER_CONFIG`` (inside the sandbox:
+``/run/kpca/config.json``, visible to this submission only), caps the size of printed
+output, and returns ``export(question_id)``. After a question's last answer cell, the
+notebook calls ``export``: it probes the student's answers on the grader's inputs and
+*displays* them, with an HMAC of the content, as one message of type
+:data:`EXPORT_MIME` on the kernel's own IOPub channel, which the trusted nbval
+process reads (size-capped) and records. No file is written anywhere.
 
 Nothing here is trusted by the grader: student code can replace any of it. What
 student code can do with that is limited to its *own* answer values, which the grader
@@ -28,7 +31,9 @@ from .evaluate import probe_payload
 from .plain import decode, dumps
 from .questions import get_question
 
-__all__ = ["install", "OUTPUT_LIMIT"]
+__all__ = ["install", "OUTPUT_LIMIT", "EXPORT_MIME"]
+
+EXPORT_MIME = "application/vnd.kpca.export+json"  # same as report_plugin.EXPORT_MIME
 
 OUTPUT_LIMIT = 200_000  # characters of stdout/stderr per submission
 
@@ -54,13 +59,11 @@ def _cap_output(limit: int) -> None:
             pass
 
 
-def install(namespace: MutableMapping[str, Any], config_path: str) -> Callable[[str], None]:
-    """Read and delete the grader's configuration; return the ``export`` function."""
-    path = Path(config_path)
+def install(namespace: MutableMapping[str, Any], config_path: str | None = None) -> Callable[[str], None]:
+    """Read the grader's configuration; return the ``export`` function."""
+    path = Path(config_path or os.environ["KPCA_GRADER_CONFIG"])
     config = json.loads(path.read_text())
-    path.unlink()
     key = bytes.fromhex(config["key"])
-    out = Path(config["out"])
     inputs_all = config["inputs"]
     _cap_output(int(config.get("output_limit", OUTPUT_LIMIT)))
 
@@ -73,8 +76,8 @@ def install(namespace: MutableMapping[str, Any], config_path: str) -> Callable[[
         except (TypeError, ValueError) as exc:
             text = dumps({"question": question_id, "answers": {}, "error": str(exc)})
         mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-        tmp = out / f".{question_id}.tmp"
-        tmp.write_text(json.dumps({"payload": text, "mac": mac}))
-        os.replace(tmp, out / f"{question_id}.json")
+        from IPython.display import publish_display_data
+
+        publish_display_data({EXPORT_MIME: {"payload": text, "mac": mac}})
 
     return export

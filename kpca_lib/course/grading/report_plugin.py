@@ -1,20 +1,50 @@
-"""A pytest plugin loaded in the grader's nbval child: one JSON line per notebook cell.
+"""A pytest plugin loaded in the grader's nbval worker (trusted, outside every sandbox).
 
-Written to ``$KPCA_REPORT_FILE`` as each cell finishes, so that what ran is known
-even if the child process is killed. For each cell: the notebook, the cell number
-(nbval's ``Cell N``: code cells from 0), the outcome, the error text, and whether the
-kernel was still alive afterwards (a dead kernel means a crash).
+It runs in the worker process, so student code can neither see nor forge what it writes.
+It does four things:
+
+1. **Starts each notebook's kernel in that submission's sandbox.** nbval's
+   ``start_new_kernel`` is replaced: the kernelspec's argv is the trusted launcher
+   (:func:`kpca_lib.course.grading.sandbox.launch`), the ZMQ transport is ``ipc`` (the
+   sandbox has no network), the submission's cgroups are created just before and
+   removed (with anything left in them) after the notebook.
+2. **Caps what the kernel can send**: at most :data:`MAX_MESSAGE` bytes per ZMQ message
+   (larger ones are refused by ZMQ before they are read) and :data:`OUTPUT_BUDGET`
+   bytes of output per notebook; past that the sandbox is killed.
+3. **Enforces the wall clock**: a watchdog kills the whole sandbox when a cell runs
+   ``timeout + GRACE`` seconds, whatever the cell does with SIGINT.
+4. **Writes one JSON line per cell** to ``$KPCA_REPORT_FILE``, as each cell finishes:
+   notebook, cell number (nbval's ``Cell N``), outcome, error text, and the *facts*
+   the status is decided from: whether nbval's own timeout fired, whether the
+   watchdog or the output cap killed the sandbox, the cgroup's OOM kills and refused
+   forks during the cell, whether the kernel was still alive, and the answers the
+   kernel exported (display messages of type :data:`EXPORT_MIME`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import sandbox as sb
+
+__all__ = ["EXPORT_MIME", "OUTPUT_BUDGET", "MAX_MESSAGE", "GRACE"]
+
+EXPORT_MIME = "application/vnd.kpca.export+json"
+MAX_MESSAGE = 8 * 1024 * 1024
+RCV_HWM = 64
+OUTPUT_BUDGET = 32 * 1024 * 1024
+GRACE = 10.0
 _FILE = os.environ.get("KPCA_REPORT_FILE")
+_TIMEOUT = float(os.environ.get("KPCA_CELL_TIMEOUT", "30"))
+_MODE = os.environ.get("KPCA_SANDBOX", "bwrap")
 
 
 def _write(record: dict[str, Any]) -> None:
@@ -23,6 +53,242 @@ def _write(record: dict[str, Any]) -> None:
     with open(_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
         fh.flush()
+
+
+# --------------------------------------------------------------------------- per-notebook state
+class _Box:
+    """One submission's sandbox as the trusted side sees it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.spec = sb.read_spec(folder)
+        self.cgroups: dict[str, str] = {}
+        self.km: Any = None
+        self.killed: str | None = None  # "wallclock" or "output", set by us only
+        self.output = 0
+        self.lock = threading.Lock()
+
+    def kill(self, why: str) -> None:
+        """Kill the whole sandbox, recording why (the first reason wins)."""
+        with self.lock:
+            if self.killed is None:
+                self.killed = why
+        self._terminate()
+
+    def _terminate(self) -> None:
+        km = self.km
+        proc = getattr(getattr(km, "provisioner", None), "process", None)
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # launcher's group: bwrap, or the kernel
+            except OSError:
+                pass
+        sb.kill_cgroups(self.cgroups)
+        if self.spec.get("uid") is not None:
+            sb.kill_uid(int(self.spec["uid"]))
+
+    def close(self) -> None:
+        """After the notebook: nothing of the submission may outlive it."""
+        try:
+            self._terminate()
+        finally:
+            sb.destroy_cgroups(self.cgroups)
+
+
+_BOXES: dict[str, _Box] = {}  # notebook folder -> box
+
+
+def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", **kwargs: Any) -> Any:
+    """nbval's ``start_new_kernel``, sandboxed (``kwargs["cwd"]`` is the submission's folder)."""
+    import zmq
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    folder = Path(kwargs.pop("cwd"))
+    kwargs.pop("stderr", None)
+    box = _Box(folder)
+    _BOXES[str(folder)] = box
+    limits = sb.Limits(**box.spec["limits"])
+    box.cgroups = sb.create_cgroups(f"kpca-{folder.name}", limits)
+    spec = dict(box.spec)
+    spec["cgroups"] = box.cgroups
+    (folder / sb.SPEC).write_text(json.dumps(spec))
+
+    class Specs(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+            return KernelSpec(argv=sb.kernel_argv(), display_name="sandboxed Python",
+                              language="python", interrupt_mode="message", env={})
+
+    sandboxed = _MODE == "bwrap"
+
+    class Manager(KernelManager):  # type: ignore[misc]
+        async def _async_post_start_kernel(self, **kw: Any) -> None:
+            if sandboxed:  # reach the sockets through the sandbox's own root
+                pid = _child_pid(folder, self, startup_timeout)
+                self.ip = f"/proc/{pid}/root{sb.INSIDE_IPC}"
+            await super()._async_post_start_kernel(**kw)
+
+    ctx = zmq.Context()
+    ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+    ctx.setsockopt(zmq.RCVHWM, RCV_HWM)
+    (folder / "ipc").mkdir(mode=0o700, exist_ok=True)
+    km = Manager(kernel_name=kernel_name, kernel_spec_manager=Specs(), transport="ipc",
+                 ip=sb.INSIDE_IPC if sandboxed else str(folder / "ipc" / "k"),
+                 connection_file=str(folder / "ipc" / "kernel.json"), context=ctx)
+    box.km = km
+    launcher_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+                    "PYTHONPATH": str(sb.package_dir().parent)}
+    for key in ("KPCA_SANDBOX_NO_CGROUPS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if key in os.environ:
+            launcher_env[key] = os.environ[key]
+    km.start_kernel(cwd=str(folder), env=launcher_env,
+                    stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
+    kc = km.client(context=ctx)
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=startup_timeout)
+    except RuntimeError:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        raise
+    return km, kc
+
+
+def _child_pid(folder: Path, km: Any, timeout: float) -> int:
+    """The sandbox's first process, from ``bwrap --info-fd``."""
+    deadline = time.monotonic() + timeout
+    path = folder / sb.INFO
+    while time.monotonic() < deadline:
+        try:
+            return int(json.loads(path.read_text())["child-pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        proc = getattr(km.provisioner, "process", None)
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the sandbox did not start (exit status {proc.returncode})")
+        time.sleep(0.01)
+    raise RuntimeError("the sandbox did not start in time")
+
+
+def _box_of(item: Any) -> _Box | None:
+    return _BOXES.get(str(Path(str(getattr(item, "fspath", ""))).parent))
+
+
+def _size(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, dict):
+        return sum(len(str(k)) + _size(v) for k, v in content.items())
+    if isinstance(content, (list, tuple)):
+        return sum(_size(v) for v in content)
+    return 8
+
+
+def _patch_nbval() -> None:
+    """Sandboxed kernels, a dead kernel noticed at once, and a cap on what is read."""
+    from queue import Empty
+
+    import nbval.kernel as nbkernel
+
+    nbkernel.start_new_kernel = _start_new_kernel
+    RunningKernel = nbkernel.RunningKernel
+    original_reply = RunningKernel.await_reply
+    original_get = RunningKernel.get_message
+
+    def await_reply(self: Any, msg_id: str, timeout: float | None = None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
+            try:
+                return original_reply(self, msg_id, timeout=step)
+            except Empty:
+                if not self.is_alive():
+                    raise KernelDied("the kernel died while running this cell") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    def get_message(self: Any, stream: str, timeout: float | None = None) -> Any:
+        msg = original_get(self, stream, timeout=timeout)
+        box = next((b for b in _BOXES.values() if b.km is getattr(self, "km", None)), None)
+        if box is not None and stream == "iopub":
+            box.output += _size(msg.get("content"))
+            if box.output > OUTPUT_BUDGET and msg.get("msg_type") != "status":
+                box.kill("output")
+                msg["msg_type"] = "stream"
+                msg["content"] = {"name": "stderr", "text": ""}
+        return msg
+
+    RunningKernel.await_reply = await_reply
+    RunningKernel.get_message = get_message
+
+
+class KernelDied(RuntimeError):
+    """The kernel process ended while a cell was running (os._exit, segfault, OOM kill)."""
+
+
+# --------------------------------------------------------------------------- watchdog
+class _Watchdog:
+    def __init__(self) -> None:
+        self.armed: tuple[float, _Box] | None = None
+        self.cv = threading.Condition()
+        threading.Thread(target=self._loop, daemon=True, name="kpca-watchdog").start()
+
+    def arm(self, box: _Box, seconds: float) -> None:
+        with self.cv:
+            self.armed = (time.monotonic() + seconds, box)
+            self.cv.notify()
+
+    def disarm(self) -> None:
+        with self.cv:
+            self.armed = None
+
+    def _loop(self) -> None:
+        while True:
+            with self.cv:
+                if self.armed is None:
+                    self.cv.wait()
+                    continue
+                deadline, box = self.armed
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self.cv.wait(min(left, 1.0))
+                    continue
+                self.armed = None
+            box.kill("wallclock")
+
+
+_DOG: _Watchdog | None = None
+_BEFORE: dict[int, tuple[dict[str, int], bool, str | None]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: Any) -> Any:
+    global _DOG
+    box = _box_of(item)
+    parent = getattr(item, "parent", None)
+    if box is not None:
+        _BEFORE[id(item)] = (sb.cgroup_facts(box.cgroups), bool(getattr(parent, "timed_out", False)),
+                             box.killed)
+        if _DOG is None:
+            _DOG = _Watchdog()
+        _DOG.arm(box, _TIMEOUT + GRACE)
+    try:
+        yield
+    finally:
+        if _DOG is not None:
+            _DOG.disarm()
+
+
+def _exports(item: Any) -> list[Any]:
+    found = []
+    outs = getattr(item, "test_outputs", None) or []
+    for out in outs:
+        data = out.get("data") if isinstance(out, dict) else None
+        if isinstance(data, dict) and EXPORT_MIME in data:
+            found.append(data[EXPORT_MIME])
+    if outs:
+        outs.clear()  # nbval keeps every item; do not keep their outputs for the whole run
+    return found
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -46,6 +312,14 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
             text = full if len(full) <= 6000 else full[:1500] + "\n...\n" + full[-4000:]
         except Exception:
             text = "(no text)"
+    box = _box_of(item)
+    facts: dict[str, Any] = {}
+    if box is not None and report.when == "call":
+        before, timed_out_before, killed_before = _BEFORE.pop(id(item), ({}, False, None))
+        after = sb.cgroup_facts(box.cgroups)
+        facts = {k: after[k] - before.get(k, 0) for k in after}
+        facts["killed"] = box.killed if box.killed != killed_before else None
+        facts["nbval_timeout"] = bool(getattr(parent, "timed_out", False)) and not timed_out_before
     _write({
         "file": str(getattr(item, "fspath", "")),
         "cell": getattr(item, "cell_num", None),
@@ -53,36 +327,18 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         "outcome": "xfailed" if hasattr(report, "wasxfail") else report.outcome,
         "alive": alive,
         "text": text,
+        "facts": facts,
+        "exports": _exports(item) if report.when == "call" else [],
     })
 
 
-class KernelDied(RuntimeError):
-    """The kernel process ended while a cell was running (os._exit, segfault, OOM kill)."""
-
-
-def _patch_nbval() -> None:
-    """Make nbval notice a dead kernel at once instead of waiting for the cell timeout."""
-    from queue import Empty
-
-    from nbval.kernel import RunningKernel
-
-    original = RunningKernel.await_reply
-
-    def await_reply(self: Any, msg_id: str, timeout: float | None = None) -> Any:
-        import time
-
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            step = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
-            try:
-                return original(self, msg_id, timeout=step)
-            except Empty:
-                if not self.is_alive():
-                    raise KernelDied("the kernel died while running this cell") from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    RunningKernel.await_reply = await_reply
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
+    yield
+    if nextitem is None or getattr(nextitem, "parent", None) is not getattr(item, "parent", None):
+        box = _BOXES.pop(str(Path(str(getattr(item, "fspath", ""))).parent), None)
+        if box is not None:
+            box.close()
 
 
 _patch_nbval()

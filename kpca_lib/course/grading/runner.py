@@ -1,35 +1,46 @@
-"""Run rebuilt notebooks through nbval in child processes, with time and memory limits.
+"""Run rebuilt notebooks through nbval: trusted workers outside, one sandbox per submission.
 
-One ``pytest --nbval-lax`` child runs a *chunk* of submissions (pytest and nbval start
-once; every notebook still gets its own fresh kernel), in its own session, with
-``RLIMIT_AS`` set before ``exec`` (the kernels inherit it), a per-cell timeout, and a
-watchdog for the whole chunk. After the child ends, every process that carries the
-run's token in its environment (the kernels, anything they started) is killed.
-A notebook whose run did not finish (the child died or was killed) is run again
-alone; if that fails too, it is reported as crashed.
+A worker is one ``pytest --nbval-lax`` process (trusted: it runs no student code) that
+runs a chunk of notebooks in sequence; pytest and nbval start once per chunk. Each
+notebook lives in its own private folder (``Run.notebook.parent``, unpredictable name,
+0700, inside the grader's private work folder) with:
+
+* ``submission.ipynb``: the notebook nbval runs (read by the worker only);
+* ``config.json``: the grader's inputs and the submission's HMAC key, copied read-only
+  into that submission's sandbox only;
+* ``sandbox.json``: the mode and limits the kernel launcher applies
+  (:mod:`kpca_lib.course.grading.sandbox`).
+
+The worker's plugin (:mod:`kpca_lib.course.grading.report_plugin`) starts every kernel in
+its own sandbox, enforces the wall clock and output caps, and writes a JSON line per
+cell (outcome, facts, exports) to a report file in the worker's private folder, which
+no kernel can see. A notebook whose worker died before it finished is run again alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import queue
-import re
-import resource
 import secrets
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Run", "CellOutcome", "run_all"]
+from . import sandbox as sb
 
-CHUNK = 8
+__all__ = ["Run", "CellOutcome", "run_all", "worker_command"]
+
+CHUNK = 16
 STARTUP = 60.0
+GRACE = 10.0  # report_plugin.GRACE: the watchdog's margin over the cell timeout
 
 
 @dataclass
@@ -38,108 +49,98 @@ class CellOutcome:
     outcome: str
     alive: bool | None
     text: str
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Run:
-    """One notebook to run (``notebook`` inside its own scratch folder) and what happened."""
+    """One notebook to run (``notebook`` inside its own private folder) and what happened."""
 
     notebook: Path
     n_cells: int
-    #: Called before every attempt (a notebook whose chunk died is run again alone, and
-    #: its first attempt may have consumed files it needs, such as the grader's config).
+    #: Called before every attempt (a notebook whose worker died is run again alone).
     setup: Callable[[], None] | None = None
     cells: dict[int, CellOutcome] = field(default_factory=dict)
+    exports: dict[int, list[Any]] = field(default_factory=dict)  # cell -> export records
     finished: bool = False
     note: str = ""
 
 
-def _limits(memory_mb: int) -> Callable[[], None]:
-    def apply() -> None:
-        limit = int(memory_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
-
-
-def _kill_tagged(token: str) -> None:
-    """SIGKILL every process of ours whose environment carries ``token``."""
-    needle = f"KPCA_GRADE_RUN={token}".encode()
-    me = os.getpid()
-    for _ in range(3):
-        found = False
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == me:
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    env = fh.read()
-            except OSError:
-                continue
-            if needle in env.split(b"\0"):
-                found = True
-                try:
-                    os.kill(int(entry), signal.SIGKILL)
-                except OSError:
-                    pass
-        if not found:
-            return
-        time.sleep(0.05)
+# The worker's first lines: jsonschema (imported by nbformat, imported by nbval) builds an
+# IRI grammar with lark at import time (1.4 s, ~10 s on a loaded machine) for a format
+# notebooks never use; without ``rfc3987_syntax`` jsonschema just skips that format.
+_BOOT = (
+    "import sys; sys.modules.setdefault('rfc3987_syntax', None); import pytest; "
+    "sys.exit(pytest.main(sys.argv[1:]))"
+)
 
 
-def _child_env(token: str, report: Path, scratch: Path) -> dict[str, str]:
-    keep = (
-        "PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH",
-        # Some processors need these for OpenBLAS to compute correctly (see the machine notes).
-        "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-    )
+def worker_command(notebooks: list[Path], rootdir: Path, timeout: float) -> list[str]:
+    """The argv of one trusted nbval worker over ``notebooks``."""
+    return [
+        sys.executable, "-c", _BOOT, "-q", "-c", str(rootdir / "pytest.ini"), "--rootdir", str(rootdir),
+        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest", "-p", "no:randomly",
+        "-p", "no:cov", "-p", "kpca_lib.course.grading.report_plugin",
+        "--nbval-lax", f"--nbval-cell-timeout={timeout:g}", f"--nbval-kernel-startup-timeout={STARTUP:g}",
+        *[str(n) for n in notebooks],
+    ]
+
+
+def _worker_env(report: Path, timeout: float, sandbox: str) -> dict[str, str]:
+    """The worker's environment (trusted, but it needs nothing of the grader's: no secret)."""
+    keep = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "OPENBLAS_CORETYPE",
+            "OPENBLAS_L2_SIZE")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update({
-        "KPCA_GRADE_RUN": token,
         "KPCA_REPORT_FILE": str(report),
-        "HOME": str(scratch),
-        "IPYTHONDIR": str(scratch / ".ipython"),
-        "JUPYTER_RUNTIME_DIR": str(scratch / ".runtime"),
+        "KPCA_CELL_TIMEOUT": f"{timeout:g}",
+        "KPCA_SANDBOX": sandbox,
+        "HOME": str(report.parent),
         "JUPYTER_PLATFORM_DIRS": "1",
-        "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": str(scratch / ".mpl"),
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "PYTHONHASHSEED": "0",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "JUPYTER_RUNTIME_DIR": str(report.parent / "runtime"),
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
     })
+    if os.environ.get("KPCA_SANDBOX_NO_CGROUPS"):
+        env["KPCA_SANDBOX_NO_CGROUPS"] = os.environ["KPCA_SANDBOX_NO_CGROUPS"]
     return env
 
 
-_CELL = re.compile(r"Cell (\d+)")
+def _die_with_parent() -> None:
+    """In the worker, before exec: die when the grader dies (so do its sandboxes)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _run_chunk(runs: list[Run], workdir: Path, timeout: float, memory_mb: int) -> None:
+def _sweep(run: Run) -> None:
+    """Whatever the worker left of this submission's sandbox: kill it, remove its cgroups."""
+    folder = run.notebook.parent
+    try:
+        spec = sb.read_spec(folder)
+    except (OSError, ValueError):
+        return
+    sb.destroy_cgroups(spec.get("cgroups") or {})
+    sb.destroy_cgroups(sb.cgroup_paths(f"kpca-{folder.name}"))
+    if spec.get("uid") is not None:
+        sb.kill_uid(int(spec["uid"]))
+    sb.kill_tagged(folder.name)
+
+
+def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits, sandbox: str) -> None:
     for r in runs:
         if r.setup is not None:
             r.setup()
-    token = secrets.token_hex(8)
-    report = workdir / f"report-{token}.jsonl"
-    ini = workdir / "pytest.ini"
-    ini.write_text("[pytest]\n")
-    cmd = [
-        sys.executable, "-m", "pytest", "-q", "-c", str(ini), "--rootdir", str(workdir),
-        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
-        "-p", "no:randomly", "-p", "kpca_lib.course.grading.report_plugin",
-        "--nbval-lax", "--nbval-current-env",
-        f"--nbval-cell-timeout={timeout:g}", f"--nbval-kernel-startup-timeout={STARTUP:g}",
-        *[str(r.notebook) for r in runs],
-    ]
-    budget = sum(STARTUP + r.n_cells * (timeout + 6.0) for r in runs) + 30.0
-    env = _child_env(token, report, workdir)
-    for sub in (".ipython", ".runtime", ".mpl"):
-        (workdir / sub).mkdir(exist_ok=True)
+        sb.write_spec(r.notebook.parent, mode=sandbox, limits=limits, cgroups={},
+                      uid=sb.throwaway_uid() if sandbox == "bwrap" else None)
+    report = workdir / f"report-{secrets.token_hex(8)}.jsonl"
+    (workdir / "pytest.ini").write_text("[pytest]\n")
+    (workdir / "runtime").mkdir(mode=0o700, exist_ok=True)
+    cmd = worker_command([r.notebook for r in runs], workdir, timeout)
+    budget = sum(STARTUP + r.n_cells * (timeout + GRACE + 10.0) for r in runs) + 60.0
     proc = subprocess.Popen(
-        cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, preexec_fn=_limits(memory_mb), start_new_session=True,
+        cmd, cwd=workdir, env=_worker_env(report, timeout, sandbox), stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     try:
         proc.wait(timeout=budget)
@@ -147,27 +148,30 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, memory_mb: int) -
         for r in runs:
             r.note = "the grader's watchdog stopped this run"
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
         proc.wait()
-        _kill_tagged(token)
+        for r in runs:
+            _sweep(r)
     by_file = {str(r.notebook): r for r in runs}
     if report.exists():
-        for line in report.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            run = by_file.get(rec.get("file"))
-            cell = rec.get("cell")
-            if run is None or not isinstance(cell, int):
-                continue
-            previous = run.cells.get(cell)
-            if previous is None or previous.outcome == "passed":
-                run.cells[cell] = CellOutcome(cell, str(rec.get("outcome")), rec.get("alive"),
-                                              str(rec.get("text", ""))[-8000:])
+        with open(report, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                run = by_file.get(rec.get("file")) if isinstance(rec, dict) else None
+                cell = rec.get("cell") if run is not None else None
+                if run is None or not isinstance(cell, int):
+                    continue
+                previous = run.cells.get(cell)
+                if previous is None or previous.outcome == "passed":
+                    facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
+                    run.cells[cell] = CellOutcome(cell, str(rec.get("outcome")), rec.get("alive"),
+                                                  str(rec.get("text", ""))[-8000:], facts)
+                if rec.get("when") == "call" and isinstance(rec.get("exports"), list):
+                    run.exports.setdefault(cell, []).extend(rec["exports"])
     for r in runs:
         r.finished = len(r.cells) >= r.n_cells
 
@@ -179,14 +183,22 @@ def run_all(
     timeout: float,
     memory_mb: int,
     jobs: int,
+    sandbox: str = "bwrap",
     on_done: Callable[[Run], None] | None = None,
 ) -> None:
-    """Run every notebook; ``jobs`` children at a time, each over a chunk of notebooks."""
+    """Run every notebook; ``jobs`` workers at a time, each over chunks of notebooks.
+
+    ``on_done(run)`` is called once per run, from worker threads but never concurrently.
+    """
+    if sandbox not in sb.MODES:
+        raise ValueError(f"sandbox must be one of {sb.MODES}, got {sandbox!r}.")
+    limits = sb.Limits(memory_mb=int(memory_mb))
     pending: queue.Queue[list[Run]] = queue.Queue()
     size = max(1, min(CHUNK, -(-len(runs) // max(1, jobs))))
     for i in range(0, len(runs), size):
         pending.put(runs[i : i + size])
     lock = threading.Lock()
+    errors: list[BaseException] = []
 
     def worker(k: int) -> None:
         n = 0
@@ -196,22 +208,36 @@ def run_all(
             except queue.Empty:
                 return
             n += 1
-            chunk_dir = workdir / f"job{k}-{n}"
-            chunk_dir.mkdir(parents=True, exist_ok=True)
-            _run_chunk(chunk, chunk_dir, timeout, memory_mb)
+            chunk_dir = workdir / f"w{k}-{n}-{secrets.token_hex(8)}"
+            chunk_dir.mkdir(mode=0o700)
+            failed = False
+            try:
+                _run_chunk(chunk, chunk_dir, timeout, limits, sandbox)
+            except Exception as exc:  # e.g. ENOSPC in the scratch: those runs did not finish
+                failed = True
+                for r in chunk:
+                    r.note = f"the grader could not run it ({type(exc).__name__}: {exc})"
+                    r.finished = False
             unfinished = [r for r in chunk if not r.finished]
-            if len(chunk) > 1 and unfinished:
-                for r in unfinished:  # the child died: run those again, alone
+            retry = len(chunk) > 1 and bool(unfinished) and not failed
+            if retry:
+                for r in unfinished:  # the worker died: run those again, alone
                     r.cells.clear()
+                    r.exports.clear()
                     pending.put([r])
             for r in chunk:
-                if r.finished or len(chunk) == 1:
+                if r.finished or not retry:
                     if on_done is not None:
                         with lock:
-                            on_done(r)
+                            try:
+                                on_done(r)
+                            except BaseException as exc:  # noqa: BLE001 - reported after join
+                                errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(max(1, jobs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,548 @@
+"""One sandbox per submission: a bubblewrap jail around the student's kernel, and its limits.
+
+The grader's nbval worker (trusted, outside) starts each notebook's kernel through
+:func:`launch` (``python -m kpca_lib.course.grading.sandbox launch CONNECTION_FILE``),
+run with the submission's private folder as working directory. The launcher reads
+``sandbox.json`` there (written by :mod:`kpca_lib.course.grading.runner`), joins the
+submission's cgroups (memory and pids, when the machine lets us create them), sets
+its rlimits and ``exec``\\ s:
+
+* ``--sandbox bwrap``: ``bwrap`` with new user, PID, IPC, UTS, network and cgroup
+  namespaces, ``--die-with-parent``, ``--new-session``, uid/gid 65534 inside, its own
+  ``/proc`` and ``/dev``, read-only binds of the system (``/usr``, the ``/lib*`` dirs, a
+  few ``/etc`` files), of the Python installation, the virtualenv and the ``kpca_lib``
+  package, and a size-limited tmpfs on ``/tmp`` (``HOME``, ``IPYTHONDIR``,
+  ``MPLCONFIGDIR`` and the kernel's ZMQ ``ipc`` sockets live there) as the only
+  writable place. The kernel's connection file and the grader's inputs are bound
+  read-only under ``/run/kpca``. The grader reaches the sockets through
+  ``/proc/<pid>/root`` of the sandbox's first process (``bwrap --info-fd``), so no
+  host folder is writable from inside;
+* ``--sandbox none``: ``ipykernel`` directly, with the same limits and environment.
+
+The environment is a fixed allow-list (never the grader's: no secret leaks). Answers
+leave the kernel only as display messages on the kernel's own IOPub channel, read and
+size-capped by the trusted nbval process (:mod:`kpca_lib.course.grading.report_plugin`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SandboxUnavailableError",
+    "MODES",
+    "Limits",
+    "check_sandbox",
+    "cgroup_roots",
+    "create_cgroups",
+    "cgroup_facts",
+    "destroy_cgroups",
+    "write_spec",
+    "launch",
+    "INSIDE_IPC",
+    "INSIDE_CONFIG",
+]
+
+MODES = ("bwrap", "none")
+SANDBOX_UID = 65534
+INSIDE_RUN = "/run/kpca"
+INSIDE_CONFIG = f"{INSIDE_RUN}/config.json"
+INSIDE_CONNECTION = f"{INSIDE_RUN}/kernel.json"
+INSIDE_IPC = "/tmp/.kpca-ipc/k"
+INSIDE_HOME = "/tmp/home"
+SPEC = "sandbox.json"
+INFO = "bwrap-info.json"
+CONTROLLERS = ("memory", "pids")
+CGROUP_FS = Path("/sys/fs/cgroup")
+FIX = (
+    "Install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: "
+    "`sudo dnf install bubblewrap`) and make sure unprivileged user namespaces are allowed "
+    "(Ubuntu 24.04: `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or an "
+    "AppArmor profile for /usr/bin/bwrap; Debian before 11: `sudo sysctl "
+    "kernel.unprivileged_userns_clone=1`). To grade WITHOUT isolation (student code then "
+    "runs with your rights and can read your files), pass `--sandbox none` explicitly."
+)
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The sandbox cannot run on this machine; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-submission limits (sizes in MB)."""
+
+    memory_mb: int = 2048
+    pids: int = 64
+    tmpfs_mb: int = 256
+    fsize_mb: int = 512
+    nofile: int = 1024
+
+
+# --------------------------------------------------------------------------- set-up check
+def _bwrap() -> str | None:
+    return shutil.which("bwrap") or ("/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None)
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+def check_sandbox(sandbox: str) -> None:
+    """Raise :class:`SandboxUnavailableError` unless ``sandbox`` can run here.
+
+    ``"none"`` always can. ``"bwrap"`` needs the ``bwrap`` program and a trivial sandbox
+    (the same namespaces and binds as a kernel's) that actually starts Python.
+    """
+    if sandbox not in MODES:
+        raise ValueError(f"sandbox must be one of {MODES}, got {sandbox!r}; use 'bwrap' "
+                         "(the default) or, to grade without isolation, 'none'.")
+    if sandbox == "none":
+        return
+    exe = _bwrap()
+    if exe is None:
+        raise SandboxUnavailableError(f"bubblewrap (`bwrap`) is not installed, so student code "
+                                      f"cannot be isolated. {FIX}")
+    argv = _bwrap_argv(exe, Limits(tmpfs_mb=16), config=None, connection=None, info_fd=None)
+    try:
+        proc = subprocess.run([*argv, sys.executable, "-I", "-c", "import os; print(os.getuid())"],
+                              env=_kernel_env(Path("/nonexistent"), "bwrap"), capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailableError(f"a test sandbox did not start ({exc}). {FIX}") from None
+    if proc.returncode != 0 or proc.stdout.strip() != str(SANDBOX_UID):
+        why = (proc.stderr.strip().splitlines() or ["no error message"])[-1]
+        hints = []
+        if _sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
+            hints.append("kernel.apparmor_restrict_unprivileged_userns is 1 (AppArmor blocks "
+                         "user namespaces)")
+        if _sysctl("kernel.unprivileged_userns_clone") == "0":
+            hints.append("kernel.unprivileged_userns_clone is 0")
+        if _sysctl("user.max_user_namespaces") == "0":
+            hints.append("user.max_user_namespaces is 0 (`sudo sysctl user.max_user_namespaces=10000`)")
+        found = f" ({'; '.join(hints)})" if hints else ""
+        raise SandboxUnavailableError(
+            f"bubblewrap is installed ({exe}) but a test sandbox failed: {why}{found}. {FIX}")
+
+
+# --------------------------------------------------------------------------- cgroups (v1 or v2)
+_ROOTS: dict[str, Path] | None = None
+
+
+def _own_cgroups() -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        for ctrl in parts[1].split(",") if parts[1] else ["unified"]:
+            out[ctrl] = parts[2]
+    return out
+
+
+def _probe(parent: Path) -> bool:
+    probe = parent / f"kpca-probe-{secrets.token_hex(4)}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    try:
+        probe.rmdir()
+    except OSError:
+        pass
+    return True
+
+
+def cgroup_roots() -> dict[str, Path]:
+    """Where this process may create child cgroups: ``{"memory": dir, "pids": dir}``.
+
+    cgroup v1 (one hierarchy per controller, under our own cgroup of each) is tried
+    first, then v2 (one hierarchy, with the controllers enabled for children). Empty
+    when neither works (no permission, not mounted): the launcher then falls back to
+    per-process rlimits. Cached for the process; ``KPCA_SANDBOX_NO_CGROUPS=1`` forces
+    the fallback (for tests).
+    """
+    global _ROOTS
+    if _ROOTS is not None:
+        return _ROOTS
+    roots: dict[str, Path] = {}
+    if os.environ.get("KPCA_SANDBOX_NO_CGROUPS") != "1":
+        own = _own_cgroups()
+        for ctrl in CONTROLLERS:
+            mount = CGROUP_FS / ctrl
+            if ctrl in own and (mount / "cgroup.procs").exists():
+                parent = mount / own[ctrl].lstrip("/")
+                if parent.is_dir() and _probe(parent):
+                    roots[ctrl] = parent
+        if not roots and "unified" in own:
+            for base in (CGROUP_FS, CGROUP_FS / "unified"):
+                parent = base / own["unified"].lstrip("/")
+                try:
+                    enabled = (parent / "cgroup.subtree_control").read_text().split()
+                except OSError:
+                    continue
+                if all(c in enabled for c in CONTROLLERS) and _probe(parent):
+                    roots = {c: parent for c in CONTROLLERS}
+                    break
+    _ROOTS = roots
+    return roots
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+        return True
+    except OSError:
+        return False
+
+
+def create_cgroups(name: str, limits: Limits) -> dict[str, str]:
+    """Create this submission's cgroups with their limits; ``{controller: path}``."""
+    made: dict[str, str] = {}
+    for ctrl, parent in cgroup_roots().items():
+        path = parent / name
+        if str(path) in made.values():
+            made[ctrl] = str(path)
+            continue
+        path.mkdir(mode=0o700)
+        made[ctrl] = str(path)
+    mem = limits.memory_mb * 1024 * 1024
+    if "memory" in made:
+        p = Path(made["memory"])
+        if (p / "memory.limit_in_bytes").exists():  # v1
+            ok = _write(p / "memory.limit_in_bytes", str(mem))
+            _write(p / "memory.memsw.limit_in_bytes", str(mem))  # no swap around the limit
+        else:  # v2
+            ok = _write(p / "memory.max", str(mem))
+            _write(p / "memory.swap.max", "0")
+        if not ok:
+            raise OSError(f"cannot set the memory limit of cgroup {p}")
+    if "pids" in made and not _write(Path(made["pids"]) / "pids.max", str(limits.pids)):
+        raise OSError(f"cannot set the process limit of cgroup {made['pids']}")
+    return made
+
+
+def _read_kv(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                out[k] = int(v)
+    except OSError:
+        pass
+    return out
+
+
+def cgroup_facts(cgroups: dict[str, str]) -> dict[str, int]:
+    """Counters the kernel keeps for us: OOM kills, memory-limit hits, refused forks."""
+    facts = {"oom_kills": 0, "memory_hits": 0, "pids_refused": 0}
+    if "memory" in cgroups:
+        p = Path(cgroups["memory"])
+        if (p / "memory.oom_control").exists():  # v1
+            facts["oom_kills"] = _read_kv(p / "memory.oom_control").get("oom_kill", 0)
+            try:
+                facts["memory_hits"] = int((p / "memory.failcnt").read_text())
+            except (OSError, ValueError):
+                pass
+        else:
+            ev = _read_kv(p / "memory.events")
+            facts["oom_kills"] = ev.get("oom_kill", 0)
+            facts["memory_hits"] = ev.get("max", 0)
+    if "pids" in cgroups:
+        facts["pids_refused"] = _read_kv(Path(cgroups["pids"]) / "pids.events").get("max", 0)
+    return facts
+
+
+def _procs(path: Path) -> list[int]:
+    try:
+        return [int(x) for x in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_cgroups(cgroups: dict[str, str]) -> None:
+    """SIGKILL every process in the submission's cgroups (new ones cannot escape them)."""
+    for path in {Path(p) for p in cgroups.values()}:
+        for _ in range(50):
+            pids = _procs(path)
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.02)
+
+
+def cgroup_paths(name: str) -> dict[str, str]:
+    """The paths :func:`create_cgroups` uses for ``name`` (whether or not they exist)."""
+    return {ctrl: str(parent / name) for ctrl, parent in cgroup_roots().items()}
+
+
+def kill_tagged(token: str) -> None:
+    """SIGKILL every process whose environment has ``KPCA_RUN=token`` (``--sandbox none``
+    without cgroups: the kernel and whatever it started, even in a new session)."""
+    needle = f"KPCA_RUN={token}".encode()
+    me = os.getpid()
+    for _ in range(5):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    env = fh.read()
+            except OSError:
+                continue
+            if needle in env.split(b"\0"):
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry), signal.SIGKILL)
+        if not found:
+            return
+        time.sleep(0.02)
+
+
+def destroy_cgroups(cgroups: dict[str, str]) -> None:
+    """Kill what is left in the cgroups and remove them."""
+    kill_cgroups(cgroups)
+    for path in {Path(p) for p in cgroups.values()}:
+        for _ in range(100):
+            try:
+                path.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                kill_cgroups({"x": str(path)})
+                time.sleep(0.02)
+
+
+# --------------------------------------------------------------------------- the spec a launch reads
+def write_spec(folder: Path, *, mode: str, limits: Limits, cgroups: dict[str, str],
+               uid: int | None = None) -> None:
+    """Write ``sandbox.json`` in a submission's private folder (read by :func:`launch`).
+
+    ``uid``: a throw-away uid the kernel runs as when there is no pids cgroup and the
+    grader is root (so that ``RLIMIT_NPROC`` counts only the submission's processes).
+    """
+    spec = {"mode": mode, "limits": asdict(limits), "cgroups": cgroups, "uid": uid}
+    (folder / SPEC).write_text(json.dumps(spec))
+
+
+def read_spec(folder: Path) -> dict[str, Any]:
+    """The ``sandbox.json`` of a submission's private folder."""
+    spec: dict[str, Any] = json.loads((folder / SPEC).read_text())
+    return spec
+
+
+def throwaway_uid() -> int | None:
+    """A fresh unused uid for the no-pids-cgroup fallback when running as root, else None."""
+    if os.getuid() != 0 or "pids" in cgroup_roots():
+        return None
+    for path in [*_ro_paths(), Path(sys.executable)]:
+        for p in [path, *path.parents]:
+            try:
+                if not os.stat(p).st_mode & 0o001:  # others cannot traverse: no uid switch
+                    return None
+            except OSError:
+                return None
+    return 200_000 + secrets.randbelow(1_000_000)
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process whose real uid is ``uid`` (the fallback's throw-away uid)."""
+    for _ in range(20):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                st = os.stat(f"/proc/{entry}")
+            except OSError:
+                continue
+            if st.st_uid == uid:
+                found = True
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except OSError:
+                    pass
+        if not found:
+            return
+        time.sleep(0.02)
+
+
+def package_dir() -> Path:
+    """The trusted ``kpca_lib`` package folder (bound read-only into every sandbox)."""
+    import kpca_lib
+
+    return Path(kpca_lib.__file__).resolve().parent
+
+
+def _kernel_env(folder: Path, mode: str) -> dict[str, str]:
+    """The kernel's whole environment: a fixed allow-list, never the grader's."""
+    home = INSIDE_HOME if mode == "bwrap" else str(folder / "home")
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": "/tmp" if mode == "bwrap" else str(folder / "home"),
+        "IPYTHONDIR": f"{home}/.ipython",
+        "MPLCONFIGDIR": f"{home}/.mpl",
+        "MPLBACKEND": "Agg",
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "JUPYTER_RUNTIME_DIR": f"{home}/.runtime",
+        "JUPYTER_CONFIG_DIR": f"{home}/.jupyter",
+        "JUPYTER_DATA_DIR": f"{home}/.jupyter-data",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "PYTHONPATH": str(package_dir().parent),
+        "KPCA_GRADER_CONFIG": INSIDE_CONFIG if mode == "bwrap" else str(folder / "config.json"),
+        "KPCA_RUN": folder.name,  # not a secret: lets the grader find strays with --sandbox none
+    }
+    for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # machine facts some CPUs need
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+def _ro_paths() -> list[Path]:
+    """What the kernel needs to read: the Python installation, virtualenv and package."""
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), package_dir()}
+    exe = Path(sys.executable)
+    paths.add(exe.parent)
+    paths.add(exe.resolve().parent)
+    for entry in sys.path:  # e.g. a user site or an editable install outside the prefix
+        p = Path(entry or ".").resolve()
+        if "site-packages" in p.parts or "dist-packages" in p.parts:
+            paths.add(p)
+    out = []
+    for p in sorted(paths, key=lambda q: len(q.parts)):
+        if str(p).startswith(("/usr/", "/proc", "/sys", "/dev")) or p == Path("/"):
+            continue
+        if not any(p.is_relative_to(q) for q in out):
+            out.append(p)
+    return out
+
+
+def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int | None,
+                info_fd: int | None) -> list[str]:
+    """bwrap's arguments; ``config`` and ``connection`` are fds bwrap copies in read-only."""
+    argv = [exe, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-net", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for etc in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf",
+                "passwd", "group", "fonts", "mime.types", "alternatives"):
+        argv += ["--ro-bind-try", f"/etc/{etc}", f"/etc/{etc}"]
+    for p in _ro_paths():
+        argv += ["--ro-bind", str(p), str(p)]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
+             "--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
+    if config is not None:
+        argv += ["--ro-bind-data", str(config), INSIDE_CONFIG]
+    if connection is not None:
+        argv += ["--ro-bind-data", str(connection), INSIDE_CONNECTION]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    argv += ["--chdir", INSIDE_HOME, "--"]
+    return argv
+
+
+def _set_limits(limits: Limits, cgroups: dict[str, Any], *, spec_uid: int | None) -> None:
+    """rlimits of the launcher (inherited by everything the kernel starts).
+
+    Without a pids cgroup the process count is ``RLIMIT_NPROC``, which counts every
+    process of the real uid; as root it would count (and as root not even limit) the
+    whole machine, so (``--sandbox bwrap`` only) the launcher first becomes a throw-away
+    uid. With ``--sandbox none`` and no pids cgroup, root's process count is not limited.
+    """
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_mb * mb, limits.fsize_mb * mb))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
+    if "memory" not in cgroups:  # no cgroup: every process gets the whole budget
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    if "pids" in cgroups:
+        return
+    uid = spec_uid
+    if uid is not None and os.getuid() == 0:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
+    else:
+        n = limits.pids + sum(1 for p in os.listdir("/proc") if p.isdigit())
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+
+
+def launch(connection_file: str) -> None:
+    """Entry point of the kernelspec: become the sandboxed kernel of this folder's submission."""
+    folder = Path.cwd()
+    spec = read_spec(folder)
+    mode, limits, cgroups = spec["mode"], Limits(**spec["limits"]), spec["cgroups"]
+    for path in dict.fromkeys(cgroups.values()):
+        Path(path, "cgroup.procs").write_text(str(os.getpid()))
+    env = _kernel_env(folder, mode)
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "--HistoryManager.enabled=False"]
+    if mode == "none":
+        home = folder / "home"
+        for sub in ("", ".ipython", ".mpl", ".runtime"):
+            (home / sub).mkdir(exist_ok=True)
+        os.chdir(home)
+        _set_limits(limits, cgroups, spec_uid=None)
+        os.execve(sys.executable, [*kernel, "-f", connection_file], env)
+    exe = _bwrap()
+    if exe is None:
+        raise SandboxUnavailableError(f"bwrap is missing. {FIX}")
+    info = os.open(folder / INFO, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    config = os.open(folder / "config.json", os.O_RDONLY)
+    connection = os.open(connection_file, os.O_RDONLY)
+    for fd in (info, config, connection):
+        os.set_inheritable(fd, True)
+    argv = _bwrap_argv(exe, limits, config=config, connection=connection, info_fd=info)
+    _set_limits(limits, cgroups, spec_uid=spec.get("uid"))
+    os.execve(exe, [*argv, *kernel, "-f", INSIDE_CONNECTION], env)
+
+
+def kernel_argv() -> list[str]:
+    """The kernelspec's argv (``{connection_file}`` is filled in by jupyter_client)."""
+    return [sys.executable, "-m", "kpca_lib.course.grading.sandbox", "launch", "{connection_file}"]
+
+
+if __name__ == "__main__":  # pragma: no cover - run by jupyter_client, see kernel_argv()
+    if len(sys.argv) == 3 and sys.argv[1] == "launch":
+        launch(sys.argv[2])
+    else:
+        sys.exit("usage: python -m kpca_lib.course.grading.sandbox launch CONNECTION_FILE")
