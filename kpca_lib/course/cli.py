@@ -3,8 +3,15 @@
 ::
 
     kpca-course release [--check] [--solutions DIR] [--exercises DIR]
-    kpca-course grade --assignment NAME [--out DIR] [--timeout SECONDS] [--jobs N]
+    kpca-course grade --assignment NAME [--out DIR] [--resume | --merge] [--root DIR]
+                      [--sandbox {bwrap,none}] [--timeout SECONDS] [--jobs N]
                       [--memory MB] SUBMISSION...
+
+Exit codes of ``grade``: 0 every submission has a row; 1 some rows are ``crashed`` by the
+grader's fault (e.g. a full disk): grade them again with ``--merge``; 2 nothing was
+graded (bad arguments, missing submission, unusable ``--out``, no sandbox); 3 the
+gradebook could not be written completely: what it holds is valid, run again with
+``--resume``; 130 interrupted: likewise.
 """
 
 from __future__ import annotations
@@ -14,8 +21,22 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_OK", "EXIT_GRADER_FAILURE", "EXIT_USAGE", "EXIT_INCOMPLETE",
+           "EXIT_INTERRUPTED"]
+
+#: ``grade``: every submission has a row in the gradebook (whatever its status).
+EXIT_OK = 0
+#: ``grade``: every row is written, but some are ``crashed`` by the grader's fault (full disk...).
+EXIT_GRADER_FAILURE = 1
+#: Nothing was graded: bad arguments, unknown assignment, missing submission, unusable
+#: ``--out``, sandbox unavailable.
+EXIT_USAGE = 2
+#: ``grade``: the gradebook could not be written completely (disk full...); it is valid, resume it.
+EXIT_INCOMPLETE = 3
+#: ``grade``: interrupted (Ctrl-C); the gradebook is valid, resume it.
+EXIT_INTERRUPTED = 130
 
 
 def _release(args: argparse.Namespace) -> int:
@@ -46,13 +67,22 @@ def _release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say(text: str, stream: Any = None) -> None:
+    """Print ``text`` even where the terminal cannot show some of its characters."""
+    stream = stream or sys.stdout
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    print(text.encode(enc, "backslashreplace").decode(enc, "replace"), file=stream)
+
+
 def _grade(args: argparse.Namespace) -> int:
     from .grading.grade import grade_batch
+    from .grading.gradebook import GradebookWriteError
     from .release import default_paths
 
     solutions = Path(args.solutions) if args.solutions else default_paths()[0]
+    write_error = None
     try:
-        rows = grade_batch(
+        batch = grade_batch(
             assignment=args.assignment,
             submissions=[Path(s) for s in args.submissions],
             out=Path(args.out),
@@ -62,16 +92,52 @@ def _grade(args: argparse.Namespace) -> int:
             memory_mb=args.memory,
             progress=sys.stderr.isatty(),
             seed=args.seed,
+            sandbox=args.sandbox,
+            resume=args.resume,
+            merge=args.merge,
+            root=Path(args.root) if args.root else None,
         )
-    except (OSError, ValueError) as exc:
-        print(f"kpca-course grade: {exc}", file=sys.stderr)
-        return 2
+    except GradebookWriteError as exc:
+        batch = getattr(exc, "batch", None)
+        write_error = exc
+        if batch is None:
+            _say(f"kpca-course grade: {exc.strerror or exc}", sys.stderr)
+            return EXIT_INCOMPLETE
+    except (OSError, ValueError, RuntimeError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _say(f"kpca-course grade: {text}", sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _say(f"kpca-course grade: interrupted. The gradebook in {args.out} holds every row finished "
+             "so far; run the same command with --resume to grade the rest.", sys.stderr)
+        return EXIT_INTERRUPTED
     counts: dict[str, int] = {}
-    for row in rows:
+    for row in batch:
         counts[row.status] = counts.get(row.status, 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    print(f"graded {len(rows)} submission(s) ({summary}); gradebook in {args.out}/grades.csv")
-    return 0 if len(rows) == len(args.submissions) else 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "nothing to grade"
+    total = sum(batch.counts.values())
+    book = ", ".join(f"{n} {s}" for s, n in sorted(batch.counts.items()))
+    sandbox = "bwrap" if batch.sandbox == "bwrap" else "NONE (student code ran with your rights)"
+    _say(f"graded {len(batch)} submission(s) ({summary}); sandbox: {sandbox}")
+    if batch.skipped:
+        _say(f"skipped {len(batch.skipped)} submission(s) already in the gradebook (--resume)")
+    _say(f"gradebook: {batch.out}/grades.csv, {total} row(s) ({book or 'none'})")
+    for group in batch.lookalikes:
+        _say("WARNING look-alike names (check which student is which): "
+             + " / ".join(repr(g) for g in group), sys.stderr)
+    for row in batch:
+        if not row.lookalikes and "<U+" in row.submission:
+            _say(f"WARNING suspicious name {row.submission!r}: {row.messages[0]}", sys.stderr)
+    failed = [row for row in batch if row.grader_error]
+    for row in failed:
+        _say(f"GRADER FAILURE {row.submission!r}: {row.grader_error}", sys.stderr)
+    if failed:
+        _say(f"{len(failed)} row(s) are `crashed` by the grader's fault, not the students': fix "
+             "the problem and grade them again with --merge.", sys.stderr)
+    if write_error is not None:
+        _say(f"kpca-course grade: {write_error.strerror or write_error}", sys.stderr)
+        return EXIT_INCOMPLETE
+    return EXIT_GRADER_FAILURE if failed else EXIT_OK
 
 
 def _positive_float(text: str) -> float:
@@ -104,7 +170,23 @@ def build_parser() -> argparse.ArgumentParser:
     gr = sub.add_parser("grade", help="grade submitted notebooks of one assignment")
     gr.add_argument("--assignment", required=True,
                     help="stem of a notebook in solutions/, e.g. 01_feature_maps")
-    gr.add_argument("--out", default="grades", help="output folder (default: grades)")
+    gr.add_argument("--out", default="grades",
+                    help="gradebook folder: new or empty, or a gradebook of this assignment with "
+                    "--resume/--merge; nothing that kpca-course did not write is ever replaced "
+                    "or deleted (default: grades)")
+    mode = gr.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true",
+                      help="grade only the submissions missing from the gradebook in --out "
+                      "(after an interrupted run)")
+    mode.add_argument("--merge", action="store_true",
+                      help="add or replace the rows of these submissions (late or regraded) in "
+                      "the gradebook in --out, keeping every other row")
+    gr.add_argument("--root",
+                    help="folder the row ids are relative to (default: the gradebook's, else the "
+                    "submissions' common folder): submissions/alice/03.ipynb is row alice/03")
+    gr.add_argument("--sandbox", choices=("bwrap", "none"), default="bwrap",
+                    help="run each submission in a bubblewrap sandbox (default), or 'none': "
+                    "unsandboxed, with your rights (only for submissions you trust)")
     gr.add_argument("--timeout", type=_positive_float, default=30.0,
                     help="seconds per cell before it is interrupted (default: 30)")
     gr.add_argument("--jobs", type=_positive_int, default=min(4, os.cpu_count() or 1),
@@ -114,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--solutions", help="solutions folder (default: the repository's)")
     gr.add_argument("--seed", help="secret that seeds the grader's inputs (default: "
                     "$KPCA_GRADING_SECRET, else a random secret kept in ~/.config/kpca-course)")
-    gr.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="student .ipynb files")
+    gr.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="student .ipynb files (a missing path stops before grading; a folder or "
+                    "unreadable file becomes an `invalid` row)")
     gr.set_defaults(func=_grade)
     return parser
 

@@ -24,15 +24,15 @@ students cannot predict them and a re-run of the same submission gives the same 
 
 from __future__ import annotations
 
-import csv
+import errno
 import hashlib
 import hmac
-import io
 import json
 import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -44,15 +44,27 @@ from typing import Any
 import nbformat
 
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
+from .gradebook import (
+    Gradebook,
+    GradebookWriteError,
+    common_root,
+    format_points,
+    lookalike_groups,
+    row_ids,
+    submission_paths,
+    suspicious_name,
+    visible,
+)
 from .notebooks import Solution, extract_answers, grading_notebook, meta, read_solution
 from .plain import encode, loads
 from .questions import Question, get_question
 from .runner import Run, run_all
 
-__all__ = ["Row", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES"]
+__all__ = ["Row", "Batch", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
 
 MAX_SUBMISSION_BYTES = 20_000_000
 STATUSES = ("graded", "timeout", "crashed", "invalid")
+SANDBOXES = ("bwrap", "none")
 MAX_RESUMES = 3
 
 PREAMBLE = """\
@@ -74,6 +86,14 @@ class Row:
     questions: dict[str, float] = field(default_factory=dict)
     checks: list[CheckResult] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    #: ``"bwrap"`` or ``"none"``: how the submission's code was run.
+    sandbox: str = "bwrap"
+    #: Set when the row is ``crashed`` by the grader's fault (full disk, a grader bug), not the student's.
+    grader_error: str = ""
+    #: Other row ids this one's name looks like (Unicode look-alikes, case, invisible characters).
+    lookalikes: list[str] = field(default_factory=list)
+    #: ``feedback/<name>.md`` inside the gradebook.
+    feedback: str = ""
 
     @property
     def score(self) -> float:
@@ -82,35 +102,55 @@ class Row:
 
 # --------------------------------------------------------------------------- reading
 def _read_submission(path: Path, assignment: str) -> tuple[Any | None, str]:
-    """The notebook as a dict, or ``(None, reason)``."""
+    """The notebook as a dict, or ``(None, reason)``; never raises for a bad file."""
     try:
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         return None, f"the file cannot be read ({exc.strerror})."
-    if size == 0:
-        return None, "the file is empty."
-    if size > MAX_SUBMISSION_BYTES:
-        return None, f"the file is {size / 1e6:.0f} MB, more than the {MAX_SUBMISSION_BYTES / 1e6:.0f} MB allowed; clear the outputs and submit again."
     try:
-        nb = json.loads(path.read_bytes().decode("utf-8"))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if stat.S_ISDIR(st.st_mode):
+                return None, "this is a folder, not a notebook file."
+            if not stat.S_ISREG(st.st_mode):
+                return None, "this is not a regular file (a device, pipe or socket), not a notebook."
+            size = st.st_size
+            if size == 0:
+                return None, "the file is empty."
+            if size > MAX_SUBMISSION_BYTES:
+                return None, (f"the file is {size / 1e6:.0f} MB, more than the "
+                              f"{MAX_SUBMISSION_BYTES / 1e6:.0f} MB allowed; clear the outputs "
+                              "and submit again.")
+            data = fh.read(MAX_SUBMISSION_BYTES + 1)
+    except OSError as exc:
+        return None, f"the file cannot be read ({exc.strerror or exc})."
+    if len(data) > MAX_SUBMISSION_BYTES:
+        return None, "the file grew past the size allowed while it was read."
+    try:
+        nb = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
         return None, "the file is not text (UTF-8): is it a notebook?"
+    except RecursionError:
+        return None, "the file's JSON is nested too deeply; it is not a readable notebook."
     except ValueError as exc:
-        return None, f"the file is not valid JSON ({exc}); it is not a readable notebook."
+        return None, f"the file is not valid JSON ({str(exc)[:200]}); it is not a readable notebook."
     if not isinstance(nb, dict) or not isinstance(nb.get("cells", None), list):
         if isinstance(nb, dict) and isinstance(nb.get("worksheets"), list):
-            return None, (f"this is an nbformat {nb.get('nbformat', 3)} notebook (an old format); "
-                          "open and save it in JupyterLab to convert it to nbformat 4.")
+            old = nb.get("nbformat", 3)
+            return None, (f"this is an nbformat {old if isinstance(old, int) else 3} notebook (an "
+                          "old format); open and save it in JupyterLab to convert it to nbformat 4.")
         return None, "the file is JSON but not a Jupyter notebook (no list of cells)."
     version = nb.get("nbformat")
-    if not isinstance(version, int) or version < 4:
-        return None, (f"this is an nbformat {version} notebook (an old format); open and save it "
-                      "in JupyterLab to convert it to nbformat 4.")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 4:
+        shown = version if isinstance(version, int) else "unknown"
+        return None, (f"this is an nbformat {shown} notebook (an old or unknown format); open and "
+                      "save it in JupyterLab to convert it to nbformat 4.")
     md = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
     kpca = md.get("kpca") if isinstance(md.get("kpca"), dict) else {}
     other = kpca.get("assignment")
     if other is not None and other != assignment:
-        return None, f"this is a notebook of assignment {other!r}, not {assignment!r}."
+        shown = visible(other[:100]) if isinstance(other, str) else "(malformed)"
+        return None, f"this is a notebook of assignment {shown!r}, not {assignment!r}."
     return nb, ""
 
 
@@ -373,35 +413,31 @@ class _Progress:
 
 
 # --------------------------------------------------------------------------- output
-def _names(paths: list[Path]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for p in paths:
-        stem = p.stem if p.name.endswith(".ipynb") else p.name
-        seen[stem] = seen.get(stem, 0) + 1
-        out.append(stem if seen[stem] == 1 else f"{stem}-{seen[stem]}")
-    return out
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~!])")
 
 
-def _fmt(x: float) -> str:
-    return f"{x:g}"
+def _md(text: str) -> str:
+    """``text`` shown literally in Markdown (no links, HTML or emphasis from a file name)."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def _feedback(row: Row, solution: Solution) -> str:
-    lines = [f"# Feedback: {row.submission} ({solution.assignment})", "",
-             f"**Score: {_fmt(row.score)} / {_fmt(row.max_score)}** (status: {row.status})", ""]
+    lines = [f"# Feedback: {_md(row.submission)} ({solution.assignment})", "",
+             f"**Score: {format_points(row.score)} / {format_points(row.max_score)}** "
+             f"(status: {row.status})", ""]
     for msg in row.messages:
         lines.append(f"> {msg}")
     if row.messages:
         lines.append("")
     for qid in solution.questions:
         q = get_question(qid)
-        lines.append(f"## {qid}: {q.title} ({_fmt(row.questions.get(qid, 0))} / {_fmt(solution.points[qid])})")
+        lines.append(f"## {qid}: {q.title} ({format_points(row.questions.get(qid, 0))} / "
+                     f"{format_points(solution.points[qid])})")
         lines.append("")
         for r in (r for r in row.checks if r.question == qid):
             mark = "✔" if r.passed else "✘"
             kind = "hidden check" if r.hidden else "check"
-            text = f"- {mark} {kind} ({_fmt(r.points)} pt): {r.description}"
+            text = f"- {mark} {kind} ({format_points(r.points)} pt): {r.description}"
             if not r.passed and not r.hidden:
                 text += f"  \n  {r.message}"
             lines.append(text)
@@ -410,46 +446,81 @@ def _feedback(row: Row, solution: Solution) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_outputs(out: Path, rows: list[Row], solution: Solution) -> None:
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+def _record(row: Row) -> dict[str, Any]:
+    """The row as ``grades.json`` stores it."""
+    data: dict[str, Any] = {
+        "submission": row.submission, "file": row.file, "feedback": row.feedback,
+        "sandbox": row.sandbox, "status": row.status, "score": row.score,
+        "max_score": row.max_score, "questions": dict(row.questions), "messages": list(row.messages),
+        "checks": [c.to_dict() for c in row.checks],
+    }
+    if row.grader_error:
+        data["grader_error"] = row.grader_error
+    if row.lookalikes:
+        data["lookalikes"] = list(row.lookalikes)
+    return data
+
+
+def _grader_failure(row: Row, reason: str) -> None:
+    """The row is ``crashed`` by the grader's fault: no score is kept, the reason is shown."""
+    row.status = "crashed"
+    row.grader_error = reason
+    row.questions = {q: 0.0 for q in row.questions}
+    row.checks = []
+    row.messages.append(f"the grader failed on this submission, not through any fault of "
+                        f"yours ({reason}); it was not graded and will be graded again.")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the grader's disk is full ({exc.strerror})"
+    text = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+MIN_FREE_BYTES = 1 << 20
+
+
+def _scratch_full(work: Path) -> str:
+    """Why the scratch folder's disk is (nearly) full, or ``""``."""
     try:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["submission", "status", "score", "max_score", *solution.questions])
-        for row in rows:
-            writer.writerow([row.submission, row.status, _fmt(row.score), _fmt(row.max_score),
-                             *[_fmt(row.questions.get(q, 0.0)) for q in solution.questions]])
-        (tmp / "grades.csv").write_text(buf.getvalue(), encoding="utf-8")
-        data = {
-            "assignment": solution.assignment,
-            "max_score": solution.max_score,
-            "questions": solution.points,
-            "submissions": [
-                {"submission": r.submission, "file": r.file, "status": r.status, "score": r.score,
-                 "max_score": r.max_score, "questions": r.questions, "messages": r.messages,
-                 "checks": [c.to_dict() for c in r.checks]}
-                for r in rows
-            ],
-        }
-        (tmp / "grades.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
-                                         encoding="utf-8")
-        (tmp / "feedback").mkdir()
-        for row in rows:
-            (tmp / "feedback" / f"{row.submission}.md").write_text(_feedback(row, solution),
-                                                                  encoding="utf-8")
-        os.chmod(tmp, 0o755)
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            os.rename(out, old)
-        os.rename(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        st = os.statvfs(work)
+    except OSError:
+        return ""
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE_BYTES or (st.f_files and st.f_favail == 0):
+        return (f"the grader's scratch disk ({work.parent}) was full ({free // 1024} KB free), so "
+                "answers may have been lost")
+    return ""
+
+
+def _check_sandbox(sandbox: str) -> None:
+    if sandbox not in SANDBOXES:
+        raise ValueError(f"sandbox must be one of {SANDBOXES}; got {sandbox!r}.")
+    try:
+        from .sandbox import check_sandbox
+    except ImportError:  # FIXME(integrator): remove once sandbox.py lands
+        if sandbox == "none":
+            return
+        raise RuntimeError("the bwrap sandbox is not available in this build of kpca-course; "
+                           "grade with --sandbox none only if you trust every submission.") from None
+    check_sandbox(sandbox)
+
+
+class Batch(list):  # type: ignore[type-arg]
+    """The rows graded in this run (a list of :class:`Row`, in submission order), and:
+
+    * ``skipped``: ids already in the gradebook that ``resume`` left alone;
+    * ``lookalikes``: groups of row ids (this run's and the gradebook's) that look alike;
+    * ``counts``: status → number of rows in the whole gradebook;
+    * ``sandbox``, ``out``.
+    """
+
+    skipped: list[str]
+    lookalikes: list[list[str]]
+    counts: dict[str, int]
+    sandbox: str
+    out: Path
 
 
 # --------------------------------------------------------------------------- entry point
@@ -464,49 +535,150 @@ def grade_batch(
     memory_mb: int = 2048,
     progress: bool = False,
     seed: str | None = None,
-) -> list[Row]:
-    """Grade ``submissions`` of ``assignment``; write ``out/grades.csv``, ``grades.json``, ``feedback/``."""
+    sandbox: str = "bwrap",
+    resume: bool = False,
+    merge: bool = False,
+    root: Path | None = None,
+) -> Batch:
+    """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
+
+    Every finished row is written at once (``grades.csv``, ``grades.json``,
+    ``feedback/``; see :mod:`kpca_lib.course.grading.gradebook`). ``resume`` grades only
+    the submissions missing from an existing gradebook, ``merge`` adds or replaces rows
+    and keeps the others; without either, ``out`` must be new or empty. Row ids are
+    paths relative to ``root`` (default: the existing gradebook's, else the
+    submissions' common folder).
+
+    Raises ``ValueError`` (unknown assignment, missing submission, unusable ``out``)
+    and ``RuntimeError`` (sandbox unavailable) before grading anything, and
+    :class:`~kpca_lib.course.grading.gradebook.GradebookWriteError` after grading if
+    rows could not be written (its ``batch`` attribute holds the rows).
+    """
+    if resume and merge:
+        raise ValueError("--resume and --merge cannot be used together.")
     path = Path(solutions) / f"{assignment}.ipynb"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in Path(solutions).glob("*.ipynb"))) or "none"
         raise ValueError(f"no assignment {assignment!r} in {solutions} (known: {known}).")
+    paths = submission_paths(submissions)
+    _check_sandbox(sandbox)
     solution = read_solution(path)
-    secret = _secret(seed)
-    names = _names([Path(s) for s in submissions])
-    rows: list[Row] = []
-    jobs_list: list[_Job] = []
-    bar = _Progress(len(submissions), progress)
-    work = Path(tempfile.mkdtemp(prefix="kpca-grade-"))
-    try:
-        for i, (sub, name) in enumerate(zip(submissions, names, strict=True)):
-            row = Row(name, str(sub), max_score=solution.max_score,
-                      questions={q: 0.0 for q in solution.questions})
-            rows.append(row)
-            nb, reason = _read_submission(Path(sub), assignment)
-            if nb is None:
-                row.status, row.messages = "invalid", [reason]
-                bar.step()
-                continue
-            sources, notes = extract_answers(nb, solution)
-            has_meta = any(meta(c) for c in nb["cells"] if isinstance(c, dict))
-            if not sources and not has_meta:
-                row.status = "invalid"
-                row.messages = [f"no answer cell of assignment {assignment!r} was found: is this "
-                                "the right notebook?"]
-                bar.step()
-                continue
-            row.messages.extend(notes)
-            inputs = {}
-            for qid in solution.questions:
-                srcs = [sources.get(c, "") for c in solution.answer_cells[qid]]
-                inputs[qid] = make_inputs(get_question(qid), _question_seed(secret, assignment, qid, srcs))
-            scratch = work / f"s{i:04d}"
-            scratch.mkdir(mode=0o700)
-            jobs_list.append(_Job(row, solution, sources, inputs, scratch, os.urandom(32)))
-        _run_jobs(jobs_list, work, timeout, memory_mb, jobs, bar)
-        for job in jobs_list:
-            _score(job)
-        _write_outputs(Path(out), rows, solution)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return rows
+    mode = "resume" if resume else "merge" if merge else "new"
+    with Gradebook(Path(out), assignment=assignment, points=solution.points, mode=mode) as book:
+        base = Path(os.path.abspath(root)) if root is not None else (
+            Path(book.root) if book.root else common_root(paths))
+        ids = row_ids(paths, base)
+        secret = _secret(seed)
+        book.start(base, sandbox)
+        book.set_order(ids)
+        batch = Batch()
+        batch.sandbox, batch.out = sandbox, book.out
+        batch.skipped = [i for i in ids if resume and i in book]
+        groups = lookalike_groups([*book.rows, *ids])
+        batch.lookalikes = groups
+        similar = {rid: [o for o in g if o != rid] for g in groups for rid in g}
+
+        def finish(row: Row) -> None:  # never raises: a row is always recorded
+            try:
+                row.feedback = book.feedback_path(row.submission)
+                text = _feedback(row, solution)
+            except Exception as exc:
+                _grader_failure(row, _describe(exc))
+                text = (f"# Feedback: {_md(row.submission)} ({assignment})\n\n"
+                        f"Status: crashed. {' '.join(row.messages)}\n")
+            book.add(_record(row), text)
+
+        todo = [(i, p, rid) for i, (p, rid) in enumerate(zip(paths, ids, strict=True))
+                if not (resume and rid in book)]
+        bar = _Progress(len(todo), progress)
+        jobs_list: list[_Job] = []
+        work = Path(tempfile.mkdtemp(prefix="kpca-grade-"))
+        try:
+            for i, sub, rid in todo:
+                row = Row(rid, str(sub), max_score=solution.max_score,
+                          questions={q: 0.0 for q in solution.questions}, sandbox=sandbox)
+                batch.append(row)
+                row.lookalikes = similar.get(rid, [])
+                why = suspicious_name(rid)
+                if row.lookalikes or why:
+                    row.messages.append(
+                        "the instructor checks this submission's name: "
+                        + (why or "it looks like another submission's name (look-alike letters, "
+                           "case or invisible characters)") + ".")
+                try:
+                    job = _start(row, sub, i, solution, secret, work)
+                except Exception as exc:  # a grader-side failure on this submission only
+                    _grader_failure(row, _describe(exc))
+                    job = None
+                if job is None:
+                    bar.step()
+                    finish(row)
+                else:
+                    jobs_list.append(job)
+            delivered: set[int] = set()
+
+            def on_job_done(job: _Job) -> None:
+                if id(job) in delivered:
+                    return
+                delivered.add(id(job))
+                try:
+                    full = _scratch_full(work)
+                    if full:
+                        _grader_failure(job.row, full)
+                except Exception as exc:
+                    _grader_failure(job.row, _describe(exc))
+                finish(job.row)
+
+            lost = "the grader lost this submission's result"
+            try:
+                _run_jobs(jobs_list, work, timeout, memory_mb, jobs, bar, sandbox=sandbox,
+                          on_job_done=on_job_done)
+            except Exception as exc:
+                lost = _describe(exc)
+            for job in jobs_list:
+                if id(job) not in delivered:
+                    delivered.add(id(job))
+                    _grader_failure(job.row, lost)
+                    finish(job.row)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        try:
+            book.close()
+        except GradebookWriteError as exc:
+            exc.batch = batch  # type: ignore[attr-defined]
+            batch.counts = _counts(book.rows.values())
+            raise
+        batch.counts = _counts(book.rows.values())
+    return batch
+
+
+def _counts(records: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return counts
+
+
+def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work: Path) -> _Job | None:
+    """Read one submission: a job to run, or ``None`` with the row ``invalid``."""
+    nb, reason = _read_submission(sub, solution.assignment)
+    if nb is None:
+        row.status = "invalid"
+        row.messages.append(reason)
+        return None
+    sources, notes = extract_answers(nb, solution)
+    has_meta = any(meta(c) for c in nb["cells"])
+    if not sources and not has_meta:
+        row.status = "invalid"
+        row.messages.append(f"no answer cell of assignment {solution.assignment!r} was found: "
+                            "is this the right notebook?")
+        return None
+    row.messages.extend(notes)
+    inputs = {}
+    for qid in solution.questions:
+        srcs = [sources.get(c, "") for c in solution.answer_cells[qid]]
+        inputs[qid] = make_inputs(get_question(qid),
+                                  _question_seed(secret, solution.assignment, qid, srcs))
+    scratch = work / f"s{i:04d}"
+    scratch.mkdir(mode=0o700)
+    return _Job(row, solution, sources, inputs, scratch, os.urandom(32))

@@ -145,11 +145,20 @@ def read_solution(path: str | Path, *, with_hidden: bool = True) -> Solution:
 
 
 # --------------------------------------------------------------------------- submissions
-def _source(cell: Any) -> str:
+def _source(cell: dict[str, Any]) -> str | None:
+    """A cell's source as text, or ``None`` when it is malformed (not text, not a list of text)."""
     src = cell.get("source", "")
     if isinstance(src, list):
-        src = "".join(str(s) for s in src)
-    return src if isinstance(src, str) else ""
+        if not all(isinstance(s, str) for s in src):
+            return None
+        src = "".join(src)
+    if not isinstance(src, str):
+        return None
+    try:
+        src.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from JSON escapes: not runnable text
+        return None
+    return src
 
 
 def extract_answers(submission: Any, solution: Solution) -> tuple[dict[str, str], list[str]]:
@@ -158,24 +167,41 @@ def extract_answers(submission: Any, solution: Solution) -> tuple[dict[str, str]
     A submission cell answers solution cell ``C`` when its id is ``C``, or its
     ``kpca`` metadata names ``slot`` ``C``; a code cell only. The last match wins.
     Returns ``(sources, notes)``; a missing answer is absent from ``sources``.
+    Hostile structure is tolerated: cells that are not objects, ids, slots or cell
+    types that are not strings are ignored; a matching cell whose source is not text
+    counts as missing, with a note.
     """
     wanted = {cid for ids in solution.answer_cells.values() for cid in ids}
     sources: dict[str, str] = {}
     counts: dict[str, int] = {}
-    for cell in submission.get("cells", []) if isinstance(submission, dict) else []:
+    malformed: set[str] = set()
+    cells = submission.get("cells", []) if isinstance(submission, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         m = meta(cell)
-        cid = cell.get("id")
-        slot = cid if cid in wanted else m.get("slot") if m.get("slot") in wanted else None
-        if slot is None:
+        cid, slot_meta = cell.get("id"), m.get("slot")
+        if isinstance(cid, str) and cid in wanted:
+            slot = cid
+        elif isinstance(slot_meta, str) and slot_meta in wanted:
+            slot = slot_meta
+        else:
             continue
-        sources[slot] = _source(cell)
+        src = _source(cell)
         counts[slot] = counts.get(slot, 0) + 1
+        if src is None:
+            malformed.add(slot)
+            sources.pop(slot, None)
+            continue
+        malformed.discard(slot)
+        sources[slot] = src
     notes = []
     for qid, ids in solution.answer_cells.items():
         for cid in ids:
-            if cid not in sources:
+            if cid in malformed:
+                notes.append(f"{qid}: the answer cell (id {cid}) has a malformed source (not text); "
+                             "this part of the question scores 0.")
+            elif cid not in sources:
                 notes.append(f"{qid}: the answer cell (id {cid}) is missing from the submission; "
                              "this part of the question scores 0.")
             elif counts[cid] > 1:

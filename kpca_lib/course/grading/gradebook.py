@@ -1,0 +1,700 @@
+"""The gradebook on disk: ``grades.csv``, ``grades.json`` and ``feedback/``, written so nothing is lost.
+
+A gradebook folder (``kpca-course grade --out DIR``) holds:
+
+* ``.kpca-gradebook.json``: the marker that says the folder is a gradebook this tool wrote,
+  and for which assignment. A folder without it is never written into (unless it is
+  empty), and nothing is ever deleted.
+* ``grades.json``: the authoritative record, one entry per submission, each complete
+  (its feedback file is written before the entry appears).
+* ``grades.csv``: the same rows as a spreadsheet (cells that a spreadsheet would read as
+  a formula are prefixed with ``'``).
+* ``feedback/<name>.md``: one report per submission.
+
+Every file is replaced atomically (a temporary file in the same folder, ``fsync``,
+``os.replace``) after every finished submission, so a grader killed at any moment
+leaves a valid partial gradebook, which ``--resume`` completes. Files are opened
+relative to the gradebook's own folder descriptors with ``O_NOFOLLOW``: a symbolic
+link planted in place of the folder, ``feedback/`` or a gradebook file is refused,
+never followed.
+
+Row ids are the submissions' paths relative to their common folder, without
+``.ipynb`` (``alice/03_mercer``), with invisible and control characters shown as
+``<U+XXXX>``. Names that look alike (Unicode confusables, case, invisible
+characters) are reported by :func:`lookalike_groups`.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import hashlib
+import io
+import json
+import os
+import secrets
+import stat
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MARKER",
+    "STATUSES",
+    "GradebookError",
+    "GradebookWriteError",
+    "Gradebook",
+    "submission_paths",
+    "common_root",
+    "row_ids",
+    "visible",
+    "feedback_name",
+    "csv_cell",
+    "lookalike_key",
+    "lookalike_groups",
+    "suspicious_name",
+    "format_points",
+    "atomic_write",
+]
+
+MARKER = ".kpca-gradebook.json"
+FORMAT = "kpca-course gradebook"
+VERSION = 1
+STATUSES = ("graded", "timeout", "crashed", "invalid")
+MODES = ("new", "resume", "merge")
+MAX_GRADEBOOK_BYTES = 512_000_000
+MAX_NAME_BYTES = 200
+_TMP = ".tmp-"
+_FLAGS_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class GradebookError(ValueError):
+    """The ``--out`` folder cannot be used (not a gradebook, wrong assignment, a symlink...)."""
+
+
+class GradebookWriteError(OSError):
+    """Rows could not be written (disk full, a planted symlink...); what is on disk is valid."""
+
+
+def format_points(x: float) -> str:
+    """Points as the gradebook writes them (``12``, ``2.5``)."""
+    return f"{x:g}"
+
+
+# --------------------------------------------------------------------------- row ids
+def visible(text: str) -> str:
+    """``text`` with control, format (bidi, zero-width), unassigned and odd space characters as ``<U+XXXX>``."""
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or (cat == "Zs" and ch != " "):
+            out.append(f"<U+{ord(ch):04X}>")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def submission_paths(submissions: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Absolute paths (symlinks kept as given), duplicates dropped; ``ValueError`` naming missing ones."""
+    out: list[Path] = []
+    seen: set[str] = set()
+    missing = []
+    for s in submissions:
+        p = os.path.abspath(os.fspath(s))
+        if not os.path.lexists(p):
+            missing.append(os.fspath(s))
+            continue
+        if p not in seen:
+            seen.add(p)
+            out.append(Path(p))
+    if missing:
+        shown = ", ".join(repr(visible(m)) for m in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise ValueError(f"submission(s) not found: {shown}{more}; nothing was graded. "
+                         "Check the paths (a shell pattern that matched nothing stays as written).")
+    if not out:
+        raise ValueError("no submission given; nothing was graded.")
+    return out
+
+
+def common_root(paths: Sequence[Path]) -> Path:
+    """The deepest folder that holds every one of ``paths`` (absolute paths)."""
+    return Path(os.path.commonpath([os.path.dirname(os.fspath(p)) for p in paths]))
+
+
+def row_ids(paths: Sequence[Path], root: Path) -> list[str]:
+    """One readable, unique, stable id per submission: its path relative to ``root``.
+
+    ``root/alice/03_mercer.ipynb`` → ``alice/03_mercer``; a clash (``x`` and ``x.ipynb``)
+    gets ``~2``, ``~3``. ``ValueError`` if a path is not inside ``root``.
+    """
+    root_s = os.path.abspath(os.fspath(root))
+    ids: list[str] = []
+    seen: set[str] = set()
+    for p in paths:
+        ps = os.path.abspath(os.fspath(p))
+        rel = os.path.relpath(ps, root_s)
+        if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            raise ValueError(f"submission {visible(ps)!r} is not inside the folder row ids are "
+                             f"relative to ({visible(root_s)!r}); pass --root with a folder that "
+                             "holds every submission.")
+        rel = rel.replace(os.sep, "/")
+        if rel.endswith(".ipynb") and len(rel) > len(".ipynb") and not rel.endswith("/.ipynb"):
+            rel = rel[: -len(".ipynb")]
+        rid = visible(rel)
+        base, k = rid, 1
+        while rid in seen:
+            k += 1
+            rid = f"{base}~{k}"
+        seen.add(rid)
+        ids.append(rid)
+    return ids
+
+
+_KEEP = frozenset("-_.")
+
+
+def feedback_name(row_id: str, taken: Iterable[str] = ()) -> str:
+    """A safe, unique file name for a row's feedback (``alice%2F03_mercer.md``).
+
+    Letters, digits and ``-_.`` stay; everything else (``/``, spaces, controls) is
+    percent-encoded as UTF-8, and so is a leading dot, so the name can neither leave
+    ``feedback/`` nor be hidden. Long names are shortened with a hash. A name that
+    clashes with one in ``taken`` when case is ignored gets a hash suffix.
+    """
+    parts = []
+    for i, ch in enumerate(row_id):
+        if (ch.isalnum() or ch in _KEEP) and not (i == 0 and ch == ".") and ch.isprintable():
+            parts.append(ch)
+        else:
+            parts.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+    stem = "".join(parts) or "%00"
+    digest = hashlib.sha256(row_id.encode("utf-8", "surrogatepass")).hexdigest()
+    if len(stem.encode()) > MAX_NAME_BYTES:
+        cut = stem.encode()[: MAX_NAME_BYTES - 20].decode("utf-8", "ignore")
+        while "%" in cut[-2:]:  # never cut an escape in half
+            cut = cut[:-1]
+        stem = f"{cut}~{digest[:12]}"
+    folded = {t.casefold() for t in taken}
+    name = f"{stem}.md"
+    if name.casefold() in folded:
+        name = f"{stem}~{digest[:8]}.md"
+    return name
+
+
+def csv_cell(value: Any) -> str:
+    """A CSV cell that a spreadsheet does not run as a formula (OWASP: prefix ``'``)."""
+    text = value if isinstance(value, str) else str(value)
+    if text and text[0] in "=+-@\t\r\n":
+        return "'" + text
+    return text
+
+
+# --------------------------------------------------------------------------- look-alikes
+# Latin look-alikes among Cyrillic and Greek letters (after case folding), and the usual
+# ASCII ones. NFKC already maps full-width and compatibility forms. A partial table of
+# Unicode's confusables (UTS #39), enough for names typed on common keyboards.
+_CONFUSABLES = str.maketrans({
+    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p",
+    "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "ԁ": "d",
+    "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ɩ": "i", "ı": "i", "ł": "l",
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
+    "τ": "t", "υ": "u", "χ": "x", "ϲ": "c", "ζ": "z", "μ": "u", "ω": "w",
+    "0": "o", "1": "l", "|": "l", "!": "l",
+})
+
+
+def lookalike_key(name: str) -> str:
+    """A skeleton of ``name``: equal for names a reader could take for one another."""
+    s = name.replace("I", "l")  # capital i looks like a small L in many fonts
+    s = unicodedata.normalize("NFKD", s)
+    s = "".join(ch for ch in s if unicodedata.category(ch) not in ("Mn", "Me", "Cf", "Cc", "Zs"))
+    s = s.casefold().translate(_CONFUSABLES)
+    s = unicodedata.normalize("NFKC", s)
+    return s.replace("rn", "m").replace("vv", "w")
+
+
+def lookalike_groups(ids: Iterable[str]) -> list[list[str]]:
+    """Groups of two or more distinct ids that look alike (see :func:`lookalike_key`)."""
+    by_key: dict[str, list[str]] = {}
+    for rid in ids:
+        group = by_key.setdefault(lookalike_key(rid), [])
+        if rid not in group:
+            group.append(rid)
+    return [g for g in by_key.values() if len(g) > 1]
+
+
+def _script(ch: str) -> str | None:
+    try:
+        first = unicodedata.name(ch).split()[0]
+    except ValueError:
+        return None
+    return first if first in ("LATIN", "CYRILLIC", "GREEK") else None
+
+
+def suspicious_name(row_id: str) -> str:
+    """Why ``row_id`` alone is suspicious (invisible characters, mixed scripts), or ``""``."""
+    reasons = []
+    if "<U+" in row_id:
+        reasons.append("it contains invisible, control or direction-changing characters "
+                       "(shown as <U+XXXX>)")
+    for part in row_id.split("/"):
+        scripts = {s for s in map(_script, part) if s}
+        if len(scripts) > 1:
+            reasons.append(f"it mixes {' and '.join(sorted(s.title() for s in scripts))} letters")
+            break
+    return "; ".join(reasons)
+
+
+# --------------------------------------------------------------------------- low-level I/O
+def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _check_replaceable(name: str, dir_fd: int, where: str) -> None:
+    st = _lstat(name, dir_fd)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise GradebookWriteError(
+            errno.ELOOP if stat.S_ISLNK(st.st_mode) else errno.EEXIST,
+            f"{where}/{name} is {kind}, which kpca-course never writes; it was not touched. "
+            "Remove it (someone else put it there) and run again with --resume")
+
+
+def atomic_write(dir_fd: int, name: str, data: bytes, *, where: str = ".") -> None:
+    """Replace ``name`` in the folder ``dir_fd`` by ``data`` atomically and durably.
+
+    Refuses (:class:`GradebookWriteError`) when ``name`` exists and is not a regular
+    file, e.g. a symbolic link. On any error the old file is intact and the temporary
+    file is removed.
+    """
+    _check_replaceable(name, dir_fd, where)
+    tmp = f".{name}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        _check_replaceable(name, dir_fd, where)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    os.fsync(dir_fd)
+
+
+def _read_small(name: str, dir_fd: int, limit: int, where: str) -> bytes | None:
+    """A regular file's bytes (``None`` if absent); ``GradebookError`` if it is anything else."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise GradebookError(f"{where}/{name} is a symbolic link; kpca-course never follows "
+                                 "links in a gradebook. Remove it or choose another --out.") from None
+        raise GradebookError(f"{where}/{name} cannot be read ({exc.strerror}).") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise GradebookError(f"{where}/{name} is not a regular file; choose another --out.")
+        if st.st_size > limit:
+            raise GradebookError(f"{where}/{name} is {st.st_size} bytes, more than a gradebook "
+                                 "this tool writes; choose another --out.")
+        return fh.read(limit + 1)
+
+
+def _parse_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise GradebookError(f"{what} is not valid JSON ({type(exc).__name__}); it was not "
+                             "written by kpca-course or it was edited. Choose another --out.") from None
+
+
+def _open_dir(name: str, dir_fd: int | None, where: str) -> int:
+    try:
+        return os.open(name, _FLAGS_DIR | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise GradebookError(f"{where} is a symbolic link; kpca-course never writes through "
+                                 "links. Give the real folder as --out, or another one.") from None
+        if exc.errno == errno.ENOTDIR:
+            raise GradebookError(f"{where} is a file, not a folder; choose another --out.") from None
+        raise
+
+
+def _open_out(out: Path, create: bool) -> int:
+    """A descriptor of ``out``: existing ancestors are followed, the folders it creates
+    and ``out`` itself must not be symbolic links."""
+    path = os.path.abspath(os.fspath(out))
+    parts = Path(path).parts
+    fd = os.open(parts[0], _FLAGS_DIR)
+    created = False
+    try:
+        for i, part in enumerate(parts[1:], start=1):
+            last = i == len(parts) - 1
+            where = os.path.join(*parts[: i + 1])
+            if _lstat(part, fd) is None:
+                if not create:
+                    raise GradebookError(f"{where} does not exist.")
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    created = True
+                except FileExistsError:
+                    pass
+            if last or created:
+                nfd = _open_dir(part, fd, where)
+            else:
+                try:
+                    nfd = os.open(part, _FLAGS_DIR, dir_fd=fd)
+                except NotADirectoryError:
+                    raise GradebookError(f"{where} is a file, not a folder; choose another "
+                                         "--out.") from None
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_tmp(name: str) -> bool:
+    return name.startswith(".") and _TMP in name
+
+
+# --------------------------------------------------------------------------- the gradebook
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+class Gradebook:
+    """A gradebook folder, opened for a new batch, ``resume`` or ``merge``.
+
+    Parameters
+    ----------
+    out : Path
+        The ``--out`` folder.
+    assignment : str
+        The assignment; an existing gradebook of another assignment is refused.
+    points : dict
+        Question id → points, in column order; an existing gradebook must have the same.
+    mode : {"new", "resume", "merge"}
+        ``new`` needs a missing or empty folder; ``resume`` and ``merge`` need a gradebook
+        this tool wrote.
+
+    Nothing is created before :meth:`start`. Use as a context manager (closes the
+    folder descriptors). Thread-safe.
+    """
+
+    def __init__(self, out: Path, *, assignment: str, points: dict[str, float], mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
+        self.out = Path(os.path.abspath(os.fspath(out)))
+        self.assignment, self.points, self.mode = assignment, dict(points), mode
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.root: str | None = None
+        self.sandbox: str | None = None
+        self.errors: list[str] = []
+        self._pending: dict[str, tuple[dict[str, Any], str]] = {}
+        self._dirty = False
+        self._order: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._fb: int | None = None
+        where = str(self.out)
+        if mode == "new":
+            st = _lstat_path(self.out)
+            if st is None:
+                return
+            if stat.S_ISLNK(st.st_mode):
+                raise GradebookError(f"--out {where} is a symbolic link; kpca-course never writes "
+                                     "through links. Give the real folder, or another one.")
+            if not stat.S_ISDIR(st.st_mode):
+                raise GradebookError(f"--out {where} is a file, not a folder; choose another --out.")
+            fd = _open_out(self.out, create=False)
+            try:
+                entries = [e for e in os.listdir(fd) if not _is_tmp(e)]
+                if MARKER in entries:
+                    info = self._read_marker(fd)
+                    raise GradebookError(
+                        f"--out {where} already holds a gradebook of {info!r}. Use --resume to grade "
+                        "only the submissions missing from it, --merge to add or replace rows and "
+                        "keep the others, or choose another --out.")
+                if entries:
+                    shown = ", ".join(repr(visible(e)) for e in sorted(entries)[:3])
+                    raise GradebookError(
+                        f"--out {where} exists and is not a gradebook written by kpca-course (it has "
+                        f"{shown}{'...' if len(entries) > 3 else ''} and no {MARKER}); nothing in it "
+                        "was touched. Choose another --out (a new or empty folder).")
+            finally:
+                os.close(fd)
+            return
+        flag = f"--{mode}"
+        if _lstat_path(self.out) is None:
+            raise GradebookError(f"{flag}: {where} does not exist, so there is nothing to "
+                                 f"{mode}; run without {flag} to start a gradebook there.")
+        fd = _open_out(self.out, create=False)
+        try:
+            if MARKER not in os.listdir(fd):
+                raise GradebookError(f"{flag}: {where} is not a gradebook written by kpca-course "
+                                     f"(no {MARKER}); nothing in it was touched. Run without "
+                                     f"{flag} into a new folder.")
+            other = self._read_marker(fd)
+            if other != assignment:
+                raise GradebookError(f"{flag}: {where} is the gradebook of assignment {other!r}, "
+                                     f"not {assignment!r}; choose the right --out.")
+            self._load(fd)
+            _check_replaceable_or_fail(fd, "grades.csv", where)
+            st = _lstat("feedback", fd)
+            if st is None:
+                os.mkdir("feedback", 0o755, dir_fd=fd)
+            self._fb = _open_dir("feedback", fd, f"{where}/feedback")
+            for d, name in [(fd, e) for e in os.listdir(fd)] + [(self._fb, e) for e in os.listdir(self._fb)]:
+                st = _lstat(name, d)
+                if _is_tmp(name) and st is not None and stat.S_ISREG(st.st_mode):
+                    os.unlink(name, dir_fd=d)  # our own leftovers of a killed grader
+        except BaseException:
+            os.close(fd)
+            if self._fb is not None:
+                os.close(self._fb)
+                self._fb = None
+            raise
+        self._fd = fd
+
+    # ----------------------------------------------------------------- reading
+    def _read_marker(self, fd: int) -> str:
+        where = str(self.out)
+        data = _read_small(MARKER, fd, 1_000_000, where)
+        info = _parse_json(data or b"", f"{where}/{MARKER}")
+        if not (isinstance(info, dict) and info.get("format") == FORMAT
+                and isinstance(info.get("assignment"), str)):
+            raise GradebookError(f"{where}/{MARKER} is not a kpca-course marker; choose another --out.")
+        if info.get("version") != VERSION:
+            raise GradebookError(f"{where} was written by another version of kpca-course (format "
+                                 f"{info.get('version')!r}, this one writes {VERSION}); choose "
+                                 "another --out.")
+        return info["assignment"]
+
+    def _load(self, fd: int) -> None:
+        where = f"{self.out}/grades.json"
+        data = _read_small("grades.json", fd, MAX_GRADEBOOK_BYTES, str(self.out))
+        if data is None:  # killed before the first write: an empty gradebook
+            return
+        book = _parse_json(data, where)
+
+        def bad(why: str) -> GradebookError:
+            return GradebookError(f"{where} is not a gradebook this version can read ({why}); it "
+                                  "was edited or damaged. Choose another --out.")
+
+        if not isinstance(book, dict) or not isinstance(book.get("submissions"), list):
+            raise bad("no list of submissions")
+        if book.get("assignment") != self.assignment:
+            raise bad(f"assignment {book.get('assignment')!r}")
+        questions = book.get("questions")
+        if not isinstance(questions, dict) or list(questions) != list(self.points):
+            raise GradebookError(
+                f"{where} has the questions {list(questions or [])}, but {self.assignment} now has "
+                f"{list(self.points)}; grade into a new --out.")
+        root = book.get("root")
+        self.root = root if isinstance(root, str) else None
+        for i, r in enumerate(book["submissions"]):
+            if not isinstance(r, dict):
+                raise bad(f"entry {i} is not an object")
+            rid = r.get("submission")
+            if not isinstance(rid, str) or not rid:
+                raise bad(f"entry {i} has no submission id")
+            if rid in self.rows:
+                raise bad(f"the submission {rid!r} appears twice")
+            if r.get("status") not in STATUSES:
+                raise bad(f"entry {rid!r} has status {r.get('status')!r}")
+            qs = r.get("questions")
+            if not (isinstance(qs, dict) and set(qs) == set(self.points)
+                    and all(_number(v) for v in qs.values())
+                    and _number(r.get("score")) and _number(r.get("max_score"))):
+                raise bad(f"entry {rid!r} has malformed scores")
+            fb = r.get("feedback")
+            if not (isinstance(fb, str) and fb.startswith("feedback/") and fb.endswith(".md")
+                    and "/" not in fb[len("feedback/"):] and not fb[len("feedback/"):].startswith(".")):
+                raise bad(f"entry {rid!r} has no valid feedback file name")
+            self.rows[rid] = r
+
+    def set_order(self, ids: Sequence[str]) -> None:
+        """Rows of ``ids`` are listed in this order (after rows not among them), whatever
+        order they finish in; with ``merge``, a replaced row keeps its place instead."""
+        with self._lock:
+            self._order = {rid: i for i, rid in enumerate(ids)}
+
+    def _ordered(self) -> list[dict[str, Any]]:
+        rows = list(self.rows.values())
+        if self.mode == "merge" or not self._order:
+            return rows
+        return sorted(rows, key=lambda r: (1, self._order[r["submission"]])
+                      if r["submission"] in self._order else (0, 0))
+
+    def __contains__(self, row_id: object) -> bool:
+        return row_id in self.rows
+
+    # ----------------------------------------------------------------- writing
+    def start(self, root: Path, sandbox: str) -> None:
+        """Create the folder (``new``) with its marker and an empty gradebook; record ``root``."""
+        self.sandbox = sandbox
+        if self.mode != "new":
+            if self.root is None:
+                self.root = str(root)
+            return
+        self.root = str(root)
+        self._fd = _open_out(self.out, create=True)
+        where = str(self.out)
+        if [e for e in os.listdir(self._fd) if not _is_tmp(e)]:
+            raise GradebookError(f"--out {where} was filled by something else while starting; "
+                                 "choose another --out.")
+        marker = {"format": FORMAT, "version": VERSION, "assignment": self.assignment}
+        atomic_write(self._fd, MARKER, (json.dumps(marker, indent=1) + "\n").encode(), where=where)
+        if _lstat("feedback", self._fd) is None:
+            os.mkdir("feedback", 0o755, dir_fd=self._fd)
+        self._fb = _open_dir("feedback", self._fd, f"{where}/feedback")
+        self._dirty = True
+        self._write_tables()
+
+    def feedback_path(self, row_id: str) -> str:
+        """``feedback/<name>.md`` for ``row_id``: the existing row's, else a new unique one."""
+        with self._lock:
+            if row_id in self.rows:
+                return str(self.rows[row_id]["feedback"])
+            if row_id in self._pending:
+                return str(self._pending[row_id][0]["feedback"])
+            taken = [str(r["feedback"])[len("feedback/"):]
+                     for r in [*self.rows.values(), *(p[0] for p in self._pending.values())]]
+            return "feedback/" + feedback_name(row_id, taken)
+
+    def add(self, record: dict[str, Any], feedback: str) -> None:
+        """Add or replace a row (``record["submission"]`` is its id) and write the gradebook.
+
+        Never raises for I/O: a failed write is kept in :attr:`errors`, the row stays
+        pending and every later call tries again (so a disk that frees up loses nothing).
+        """
+        with self._lock:
+            self._pending[record["submission"]] = (record, feedback)
+            self._flush()
+
+    @property
+    def unsaved(self) -> list[str]:
+        """Ids of finished rows not yet in the gradebook on disk."""
+        with self._lock:
+            return list(self._pending)
+
+    def _flush(self) -> None:
+        if self._fd is None or self._fb is None:
+            raise RuntimeError("Gradebook.start() was not called.")
+        for rid, (record, text) in list(self._pending.items()):
+            name = str(record["feedback"])[len("feedback/"):]
+            try:
+                atomic_write(self._fb, name, text.encode("utf-8"), where=f"{self.out}/feedback")
+            except OSError as exc:
+                self._error(f"feedback for {rid}", exc)
+                continue
+            del self._pending[rid]
+            self.rows[rid] = record
+            self._dirty = True
+        if self._dirty:
+            self._write_tables()
+
+    def _error(self, what: str, exc: OSError) -> None:
+        msg = exc.strerror or str(exc)
+        self.errors.append(f"{what}: {msg}" + (f" [{errno.errorcode.get(exc.errno, exc.errno)}]"
+                                               if exc.errno else ""))
+
+    def _write_tables(self) -> None:
+        assert self._fd is not None
+        where = str(self.out)
+        try:
+            atomic_write(self._fd, "grades.json", self._json().encode("utf-8"), where=where)
+            atomic_write(self._fd, "grades.csv", self._csv().encode("utf-8"), where=where)
+        except OSError as exc:
+            self._error("grades.json/grades.csv", exc)
+            return
+        self._dirty = False
+
+    def _sandbox_summary(self) -> str | None:
+        modes = {r.get("sandbox") for r in self.rows.values()} or {self.sandbox}
+        return modes.pop() if len(modes) == 1 else "mixed"
+
+    def _json(self) -> str:
+        data = {
+            "assignment": self.assignment,
+            "max_score": float(sum(self.points.values())),
+            "questions": self.points,
+            "root": self.root,
+            "sandbox": self._sandbox_summary(),
+            "submissions": self._ordered(),
+        }
+        return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+    def _csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["submission", "status", "score", "max_score", *self.points])
+        for r in self._ordered():
+            cells = [r["submission"], r["status"], format_points(r["score"]),
+                     format_points(r["max_score"]),
+                     *[format_points(r["questions"][q]) for q in self.points]]
+            writer.writerow([csv_cell(c) for c in cells])
+        return buf.getvalue()
+
+    def close(self) -> None:
+        """Write what is pending once more; :class:`GradebookWriteError` if rows are still unsaved."""
+        try:
+            with self._lock:
+                if self._fd is not None and self._fb is not None and (self._pending or self._dirty):
+                    self._flush()
+                unsaved = list(self._pending)
+                dirty = self._dirty
+        finally:
+            for fd in (self._fb, self._fd):
+                if fd is not None:
+                    os.close(fd)
+            self._fb = self._fd = None
+        if unsaved or dirty:
+            n = len(unsaved)
+            raise GradebookWriteError(
+                errno.EIO, f"the gradebook in {self.out} could not be written completely "
+                f"({'; '.join(dict.fromkeys(self.errors))}); {n} finished row(s) are not in it "
+                f"{'' if not dirty else '(and grades.json/grades.csv lag behind) '}"
+                "What is in it is valid: fix the problem and run the same command with --resume.")
+
+    def __enter__(self) -> Gradebook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except GradebookWriteError:
+            pass  # the first error wins
+
+
+def _lstat_path(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _check_replaceable_or_fail(fd: int, name: str, where: str) -> None:
+    try:
+        _check_replaceable(name, fd, where)
+    except GradebookWriteError as exc:
+        raise GradebookError(str(exc)) from None
