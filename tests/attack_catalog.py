@@ -656,11 +656,22 @@ def tcp(host, port, timeout=3):
             ok.append(f"{host}:{port}")
     except Exception:
         pass
-tcp("127.0.0.1", _M["port"])
+try:  # the suite's listener counts its connections itself
+    socket.create_connection(("127.0.0.1", _M["port"]), timeout=3).close()
+except Exception:
+    pass
+owned = set()  # sockets of processes this kernel can see (its own sandbox): not an escape
+for e in os.listdir("/proc"):
+    if e.isdigit():
+        try:
+            for fd in os.listdir(f"/proc/{e}/fd"):
+                owned.add(os.readlink(f"/proc/{e}/fd/{fd}"))
+        except OSError:
+            pass
 for line in _rd("/proc/net/tcp", text=True).splitlines()[1:]:
     parts = line.split()
-    local, state = parts[1], parts[3]
-    if state == "0A":
+    local, state, inode = parts[1], parts[3], parts[9]
+    if state == "0A" and f"socket:[{inode}]" not in owned:
         tcp("127.0.0.1", int(local.split(":")[1], 16), 1)
 for host in ("1.1.1.1", "8.8.8.8"):
     tcp(host, 53)

@@ -44,6 +44,9 @@ FILE = f"{ASSIGNMENT}.ipynb"
 #: A hang guard only: a grader still running after this long has failed (the suite
 #: never passes because something was fast).
 HANG_GUARD = float(os.environ.get("KPCA_ATTACK_HANG_GUARD", "1200"))
+#: Only to check that the attacks bite (``none``: they must fail the suite); the suite
+#: itself always grades with the grader's default sandbox.
+SANDBOX_FLAGS = ["--sandbox", os.environ["KPCA_ATTACK_SANDBOX"]] if os.environ.get("KPCA_ATTACK_SANDBOX") else []
 
 
 def cell(nb, cid):
@@ -181,7 +184,7 @@ def run_grader(world: World, paths: list[Path], *extra: str, out: Path | None = 
     out = out or world.out
     cmd = [sys.executable, "-m", "kpca_lib.course.cli", "grade", "--assignment", ASSIGNMENT,
            "--timeout", "30", "--jobs", "2", "--memory", "2048", "--out", str(out),
-           "--solutions", str(world.solutions), *extra, *[str(p) for p in paths]]
+           "--solutions", str(world.solutions), *SANDBOX_FLAGS, *extra, *[str(p) for p in paths]]
     master, slave = pty.openpty()
 
     def controlling_tty() -> None:
@@ -277,7 +280,13 @@ def read_gradebook(out: Path, subs: Path) -> Gradebook:
         else:
             by_student[s] = entry
     id_to_student = {e["submission"]: s for s, e in by_student.items()}
-    csv_by_student = {id_to_student[r["submission"]]: r for r in rows if r["submission"] in id_to_student}
+    csv_by_student = {}
+    for r in rows:
+        rid = r["submission"]
+        for candidate in (rid, rid[1:] if rid[:1] in ("'", "\t") else rid):
+            if candidate in id_to_student:
+                csv_by_student[id_to_student[candidate]] = r
+                break
     return Gradebook(text, rows, data, by_student, csv_by_student, unmapped)
 
 

@@ -155,6 +155,7 @@ def check_gradebook_valid(b: Batch) -> None:
         f"missing rows: {sorted(expected - set(g.by_student))}; extra: {sorted(set(g.by_student) - expected)}")
     assert len(g.json_data["submissions"]) == len(b.paths) == len(g.csv_rows)
     for s, entry in g.by_student.items():
+        assert s in g.csv_by_student, f"{s}: its JSON row {entry['submission']!r} has no CSV row"
         row = g.csv_by_student[s]
         assert row["status"] == entry["status"], s
         assert float(row["score"]) == pytest.approx(entry["score"]), s
