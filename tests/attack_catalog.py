@@ -878,6 +878,51 @@ if ok:
     _won(ok)
 '''))
 
+    A.append(Attack("ipc_symlink_redirect", status=("timeout", "crashed"),
+                    why="its kernel's ipc socket folder swapped for a symlink to a host folder, then its "
+                    "sockets closed so the trusted side reconnects (through /proc/<pid>/root)", body=r'''
+import gc
+try:
+    from ipykernel.kernelapp import IPKernelApp
+    prefix = json.load(open(IPKernelApp.instance().abs_connection_file))["ip"]
+except Exception:
+    prefix = "/tmp/.kpca-ipc/k"
+d = os.path.dirname(prefix)
+if _isolated_pid_ns() or d.startswith(_M["world"]):  # never another process's folder
+    try:
+        os.rename(d, d + ".old")
+        os.symlink(_M["sockdir"], d)
+    except OSError:
+        pass
+try:
+    import zmq
+    for obj in gc.get_objects():
+        if isinstance(obj, zmq.Socket) and not obj.closed:
+            try:
+                obj.close(linger=0)
+            except Exception:
+                pass
+except Exception:
+    pass
+time.sleep(120)
+'''))
+
+    A.append(Attack("huge_iopub_frame", status=("graded", "crashed"),
+                    why="one 1.2 GB binary frame sent straight on its IOPub socket (the trusted side "
+                    "must not buffer it)", body=r'''
+try:
+    k = get_ipython().kernel
+    big = bytes(1_200_000_000)
+    k.session.send(k.iopub_socket, "display_data", {"data": {"text/plain": "x"}, "metadata": {}},
+                   parent=k.get_parent("shell"), buffers=[memoryview(big)])
+    del big
+except Exception as exc:
+    print("failed", exc)
+'''))
+
+    A.append(Attack("symlink_to_secret", status=("invalid",), per=dict(ZERO), raw=b"symlink-secret",
+                    why="the submitted file is a symlink to the instructor's grading secret", body=""))
+
     A.append(Attack("deep_json", status=("invalid",), per=dict(ZERO), raw=b"deep",
                     why="a notebook file nested 100 000 deep (RecursionError)", body=""))
     A.append(Attack("cell_id_object", status=("invalid", "graded"), per=dict(FULL), mutate="object_id",
@@ -918,6 +963,8 @@ else:  # not isolated: kill(-1) would hit the whole machine; the grader stands f
         os.kill(pid, signal.SIGKILL)
 time.sleep(2)
 '''))
+    A.append(Attack("fifo_submission", status=("invalid",), per=dict(ZERO), raw=b"fifo",
+                    why="the submitted file is a named pipe (the grader must not block on it)", body=""))
     A.append(Attack("special_exports", status=("graded", "crashed"),
                     per={**FULL, "q1_phi_general": 0.0, "q2_feature_count": 0.0},
                     why="own exports replaced by a FIFO, a 3 GB sparse file and a symlink to the secret", body=r'''

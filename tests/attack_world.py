@@ -87,6 +87,12 @@ class World:
     port: int
     listener: socket.socket
     connections: list = field(default_factory=list)
+    sockdir: Path | None = None
+    unix_listeners: list = field(default_factory=list)
+
+    def close(self) -> None:
+        for sock in [self.listener, *self.unix_listeners]:
+            sock.close()
 
     @property
     def teaching(self) -> Path:
@@ -108,7 +114,7 @@ class World:
             "marker": self.marker, "name": name, "pids": str(self.pids), "world": str(self.base),
             "home": str(self.home), "solutions": str(self.solutions), "subs": str(self.subs),
             "out": str(self.out), "port": self.port, "test_pid_ns": os.readlink("/proc/self/ns/pid"),
-            "honest_q2": honest("q2-answer"), "soldirs": [str(self.solutions), str(ROOT / "solutions")],
+            "honest_q2": honest("q2-answer"), "sockdir": str(self.sockdir), "soldirs": [str(self.solutions), str(ROOT / "solutions")],
         }
 
 
@@ -154,6 +160,26 @@ def make_world(base: Path) -> World:
             conn.close()
 
     threading.Thread(target=accept, daemon=True).start()
+    # Unix sockets named like a kernel's ipc endpoints (k-1, k-2, ...): a trusted process
+    # that follows a sandbox's symlink out of it connects here.
+    world.sockdir = base / "sockets"
+    world.sockdir.mkdir()
+    for i in range(1, 21):
+        unix = socket.socket(socket.AF_UNIX)
+        unix.bind(str(world.sockdir / f"k-{i}"))
+        unix.listen(16)
+        world.unix_listeners.append(unix)
+
+        def accept_unix(sock=unix, i=i):
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    return
+                world.connections.append(f"unix k-{i}")
+                conn.close()
+
+        threading.Thread(target=accept_unix, daemon=True).start()
     return world
 
 
@@ -161,7 +187,11 @@ def write_submission(world: World, student: str, nb=None, raw: bytes | None = No
     folder = world.subs / student
     folder.mkdir()
     path = folder / FILE
-    if raw is not None:
+    if raw == b"symlink-secret":
+        path.symlink_to(world.home / ".config" / "kpca-course" / "grading-secret")
+    elif raw == b"fifo":
+        os.mkfifo(path)
+    elif raw is not None:
         path.write_bytes(raw)
     else:
         with warnings.catch_warnings():
@@ -332,8 +362,10 @@ def snapshot(folder: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
                 snap[rel] = ("link", os.readlink(p))
             elif p.is_dir():
                 snap[rel] = ("dir",)
-            else:
+            elif p.is_file():
                 snap[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
+            else:  # a FIFO or socket: never opened
+                snap[rel] = ("special", p.lstat().st_mode)
     return snap
 
 

@@ -125,7 +125,7 @@ def cleanup(world: W.World) -> None:
     W.kill_marker_processes(world.marker)
     W.kill_marker_processes(f"TMPDIR={world.tmp}")  # a grader killed by the suite leaves children
     W.remove_marker_files(world.marker)
-    world.listener.close()
+    world.close()
 
 
 @pytest.fixture(scope="module")
