@@ -966,8 +966,10 @@ time.sleep(2)
     A.append(Attack("fifo_submission", status=("invalid",), per=dict(ZERO), raw=b"fifo",
                     why="the submitted file is a named pipe (the grader must not block on it)", body=""))
     A.append(Attack("special_exports", status=("graded", "crashed"),
-                    per={**FULL, "q1_phi_general": 0.0, "q2_feature_count": 0.0},
-                    why="own exports replaced by a FIFO, a 3 GB sparse file and a symlink to the secret", body=r'''
+                    why="export function replaced; its export files (where it can find them) replaced by a "
+                    "FIFO, a 3 GB sparse file and a symlink to the secret: the grader must not hang, "
+                    "read 3 GB or follow the link (q1_phi_general was exported before: it keeps its points)",
+                    body=r'''
 cells = [c.cell_contents for c in (getattr(_kpca_export, "__closure__", None) or ())]
 outdir = next((str(c) for c in cells if hasattr(c, "joinpath")), "exports")
 _kpca_export = lambda question: None
