@@ -41,8 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
 from .gradebook import (
     Gradebook,
@@ -239,6 +237,8 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
             return "crashed", cell, "it produced more output than the grader reads"
         if facts.get("oom_kills", 0) > 0:
             return "crashed", cell, "it ran out of memory (the kernel was killed)"
+        if facts.get("nbval_timeout") and "exceeded waiting for output" in text:
+            return "crashed", cell, "its output could not be read (too large a message?)"
         if facts.get("nbval_timeout"):
             return "timeout", cell, "it ran past the time limit per cell"
         if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):

@@ -39,24 +39,44 @@ OUTPUT_LIMIT = 200_000  # characters of stdout/stderr per submission
 
 
 def _cap_output(limit: int) -> None:
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        write = stream.write
-        state = {"n": 0, "cut": False}
+    """Cap stdout/stderr at ``limit`` characters in total (a courtesy: the kernel is
+    untrusted, the grader caps what it reads on its side). ipykernel may give each cell
+    new stream objects, so the cap is re-applied before every cell."""
+    state = {"n": 0, "cut": False}
 
-        def capped(text: str, _write: Callable[[str], Any] = write, _state: dict = state) -> int:
-            if _state["cut"]:
+    def wrap(stream: Any) -> None:
+        write = getattr(stream, "write", None)
+        if write is None or getattr(write, "_kpca_capped", False):
+            return
+
+        def capped(text: str, _write: Callable[[str], Any] = write) -> int:
+            if state["cut"]:
                 return len(text)
-            _state["n"] += len(text)
-            if _state["n"] > limit:
-                _state["cut"] = True
+            state["n"] += len(text)
+            if state["n"] > limit:
+                state["cut"] = True
                 return _write("\n[output truncated by the grader]\n")
             return _write(text)
 
+        capped._kpca_capped = True  # type: ignore[attr-defined]
         try:
             stream.write = capped
         except (AttributeError, TypeError):
             pass
+
+    def apply(*_: Any) -> None:
+        for name in ("stdout", "stderr"):
+            wrap(getattr(sys, name))
+
+    apply()
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None:
+            shell.events.register("pre_run_cell", apply)
+    except Exception:
+        pass
 
 
 def install(namespace: MutableMapping[str, Any], config_path: str | None = None) -> Callable[[str], None]:

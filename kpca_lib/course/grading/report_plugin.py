@@ -126,11 +126,16 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
             if sandboxed:  # reach the sockets through the sandbox's own root
                 pid = _child_pid(folder, self, startup_timeout)
                 self.ip = f"/proc/{pid}/root{sb.INSIDE_IPC}"
+            _await_sockets(self, startup_timeout)
             await super()._async_post_start_kernel(**kw)
 
     ctx = zmq.Context()
     ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     ctx.setsockopt(zmq.RCVHWM, RCV_HWM)
+    # Connect once, to sockets checked to be sockets before any student code ran; never
+    # reconnect (a reconnect would resolve the path again, and the kernel owns that folder:
+    # a symlink planted there would point the grader at a socket of the host).
+    ctx.setsockopt(zmq.RECONNECT_IVL, -1)
     (folder / "ipc").mkdir(mode=0o700, exist_ok=True)
     km = Manager(kernel_name=kernel_name, kernel_spec_manager=Specs(), transport="ipc",
                  ip=sb.INSIDE_IPC if sandboxed else str(folder / "ipc" / "k"),
@@ -168,6 +173,32 @@ def _child_pid(folder: Path, km: Any, timeout: float) -> int:
             raise RuntimeError(f"the sandbox did not start (exit status {proc.returncode})")
         time.sleep(0.01)
     raise RuntimeError("the sandbox did not start in time")
+
+
+def _await_sockets(km: Any, timeout: float) -> None:
+    """Wait until the kernel has bound all its sockets (real sockets, not symlinks)."""
+    import stat
+
+    deadline = time.monotonic() + timeout
+    ports = [km.shell_port, km.iopub_port, km.stdin_port, km.control_port, km.hb_port]
+    while True:
+        ok = True
+        for port in ports:
+            try:
+                mode = os.lstat(f"{km.ip}-{port}").st_mode
+            except OSError:
+                ok = False
+                break
+            if not stat.S_ISSOCK(mode):
+                raise RuntimeError("the kernel's socket is not a socket")
+        if ok:
+            return
+        proc = getattr(km.provisioner, "process", None)
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the sandbox stopped while starting (exit status {proc.returncode})")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the kernel did not start in time")
+        time.sleep(0.01)
 
 
 def _box_of(item: Any) -> _Box | None:

@@ -141,7 +141,7 @@ def check_sandbox(sandbox: str) -> None:
 
 
 # --------------------------------------------------------------------------- cgroups (v1 or v2)
-_ROOTS: dict[str, Path] | None = None
+_ROOTS: dict[str, dict[str, Path]] = {}
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -181,11 +181,11 @@ def cgroup_roots() -> dict[str, Path]:
     per-process rlimits. Cached for the process; ``KPCA_SANDBOX_NO_CGROUPS=1`` forces
     the fallback (for tests).
     """
-    global _ROOTS
-    if _ROOTS is not None:
-        return _ROOTS
+    forced = os.environ.get("KPCA_SANDBOX_NO_CGROUPS") == "1"
+    if str(forced) in _ROOTS:
+        return _ROOTS[str(forced)]
     roots: dict[str, Path] = {}
-    if os.environ.get("KPCA_SANDBOX_NO_CGROUPS") != "1":
+    if not forced:
         own = _own_cgroups()
         for ctrl in CONTROLLERS:
             mount = CGROUP_FS / ctrl
@@ -203,7 +203,7 @@ def cgroup_roots() -> dict[str, Path]:
                 if all(c in enabled for c in CONTROLLERS) and _probe(parent):
                     roots = {c: parent for c in CONTROLLERS}
                     break
-    _ROOTS = roots
+    _ROOTS[str(forced)] = roots
     return roots
 
 
@@ -476,7 +476,7 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
         argv += ["--ro-bind-data", str(connection), INSIDE_CONNECTION]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
-    argv += ["--chdir", INSIDE_HOME, "--"]
+    argv += ["--remount-ro", "/", "--chdir", INSIDE_HOME, "--"]  # only /tmp stays writable
     return argv
 
 
@@ -492,8 +492,10 @@ def _set_limits(limits: Limits, cgroups: dict[str, Any], *, spec_uid: int | None
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_mb * mb, limits.fsize_mb * mb))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
-    if "memory" not in cgroups:  # no cgroup: every process gets the whole budget
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    # Every process: address space at most the whole budget (a reservation that is never
+    # touched does not count in the cgroup, and would otherwise grow until the timeout);
+    # the memory cgroup, when there is one, caps the sum over all the sandbox's processes.
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
     if "pids" in cgroups:
         return
     uid = spec_uid

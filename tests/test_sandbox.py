@@ -1,0 +1,238 @@
+"""The grading sandbox, tested directly: what a kernel sees, and every limit with its status.
+
+No test depends on timing: each attack is classified from facts the trusted side
+records (which limit fired), so the suite passes on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kpca_lib.course.grading import sandbox as sb
+from kpca_lib.course.grading.grade import grade_batch
+from kpca_lib.course.grading.runner import Run, run_all
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grading import ASSIGNMENT, Q, cell, student_copy  # noqa: E402
+
+
+def _bwrap_or_fail() -> None:
+    try:
+        sb.check_sandbox("bwrap")
+    except sb.SandboxUnavailableError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the grading sandbox must run in CI: {exc}")
+        pytest.skip(f"no sandbox on this machine: {exc}")
+
+
+@pytest.fixture(autouse=True)
+def secret(monkeypatch):
+    monkeypatch.setenv("KPCA_GRADING_SECRET", "test-secret-do-not-leak")
+
+
+def test_unknown_mode_and_missing_bwrap_are_clear_errors(monkeypatch):
+    with pytest.raises(ValueError, match="sandbox must be one of"):
+        sb.check_sandbox("docker")
+    sb.check_sandbox("none")
+    monkeypatch.setattr(sb, "_bwrap", lambda: None)
+    with pytest.raises(sb.SandboxUnavailableError, match="apt-get install bubblewrap") as info:
+        sb.check_sandbox("bwrap")
+    assert "--sandbox none" in str(info.value)
+    monkeypatch.setattr(sb, "_bwrap", lambda: "/bin/false")  # installed, but cannot start
+    monkeypatch.setattr(sb, "_sysctl", lambda name: "1" if "apparmor" in name else None)
+    with pytest.raises(sb.SandboxUnavailableError, match="a test sandbox failed") as info:
+        sb.check_sandbox("bwrap")
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in str(info.value)
+
+
+def _notebook(cells: list[str]) -> dict:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src, id=f"c{i}") for i, src in enumerate(cells)]
+    return nb
+
+
+def test_what_a_sandboxed_kernel_sees(tmp_path):
+    """Each cell asserts one property from inside; all must pass."""
+    _bwrap_or_fail()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    work = Path(tempfile.mkdtemp(prefix="kpca-sbtest-"))
+    try:
+        folder = work / uuid.uuid4().hex
+        folder.mkdir(mode=0o700)
+        (folder / "config.json").write_text("{}")
+        allowed = set(sb._kernel_env(folder, "bwrap")) | {"PWD"}  # PWD: set by bwrap --chdir
+        cells = [
+            "import os, socket, sys\nassert os.getuid() == 65534 and os.getgid() == 65534",
+            f"assert not os.path.exists({str(ROOT / 'solutions')!r})",
+            f"assert not os.path.exists({str(work)!r})",
+            f"assert not os.path.exists({str(tmp_path)!r})",
+            "assert not os.path.exists('/root/.config') and not os.path.exists('/home')",
+            "env = dict(v.split(b'=', 1) for v in open('/proc/self/environ', 'rb').read().split(b'\\0') if v)\n"
+            f"assert {{k.decode() for k in env}} <= set({sorted(allowed)!r}), sorted(env)",
+            "assert 'test-secret-do-not-leak' not in repr(dict(os.environ))",
+            "pids = [p for p in os.listdir('/proc') if p.isdigit()]\nassert len(pids) < 10, pids",
+            "assert not any(b'test-secret' in open(f'/proc/{p}/environ', 'rb').read() for p in pids)",
+            f"s = socket.socket()\ntry:\n    s.connect(('127.0.0.1', {port}))\n    ok = False\n"
+            "except OSError:\n    ok = True\nassert ok",
+            "for p in ('/usr/x', '/etc/x', '/x', sys.prefix + '/x', '/run/kpca/config.json'):\n"
+            "    try:\n        open(p, 'w')\n        raise AssertionError(p)\n    except OSError:\n        pass",
+            "open('/tmp/scratch', 'w').write('ok')",
+            "import kpca_lib.course.grading.kernel_side, numpy",
+        ]
+        (folder / "submission.ipynb").write_text(json.dumps(_notebook(cells)))
+        run = Run(folder / "submission.ipynb", n_cells=len(cells))
+        run_all([run], work, timeout=60, memory_mb=1024, jobs=1, sandbox="bwrap")
+        assert run.finished
+        bad = {c: o.text[-600:] for c, o in run.cells.items() if o.outcome != "passed"}
+        assert not bad, bad
+    finally:
+        listener.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+MARK = "kpca-stray-" + uuid.uuid4().hex[:8]
+
+ATTACKS = {
+    # name: (q2 answer cell source, expected status, message fragment)
+    "memory_in_children": (
+        "import subprocess, sys\n"
+        "code = 'b = bytearray(300_000_000)\\nfor i in range(0, len(b), 4096): b[i] = 1\\n"
+        "import time; time.sleep(30)'\n"
+        "ps = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(4)]\n"
+        "codes = [p.wait() for p in ps]\nassert codes == [0] * 4, codes\n",
+        "crashed", "out of memory"),
+    "fork_bomb": (
+        "import subprocess\nps = [subprocess.Popen(['sleep', '60']) for _ in range(300)]\n",
+        "crashed", "more processes"),
+    "output_flood": (
+        "from IPython.display import display\n"
+        "for i in range(400):\n    display({'text/plain': 'x' * 1_000_000}, raw=True)\n",
+        "crashed", None),  # the output cap or, first, the kernel dying of its own queue
+    "sigint_ignored": (
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n",
+        "timeout", "time limit"),
+    "disk_fill": (
+        "chunk = b'x' * 1_000_000\nwith open('/tmp/fill', 'wb') as fh:\n"
+        "    for _ in range(2000):\n        fh.write(chunk)\n",
+        "graded", None),
+    "setsid_double_fork": (
+        "import os, subprocess, sys\n"
+        f"code = 'import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(600)  # {MARK}'\n"
+        f"subprocess.Popen([sys.executable, '-c', code, {MARK!r}], start_new_session=True)\n",
+        "graded", None),
+}
+
+
+def _strays() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if MARK.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_limits_and_statuses_in_one_batch(tmp_path):
+    """Every limit, with honest neighbours whose grades must not move."""
+    _bwrap_or_fail()
+    expect = {}
+    files = []
+    for name, (source, status, _) in ATTACKS.items():
+        nb = student_copy()
+        cell(nb, "q2-answer").source = source
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+        files.append(tmp_path / f"{name}.ipynb")
+        expect[name] = status
+    for k in range(2):
+        nbformat.write(student_copy(), tmp_path / f"honest{k}.ipynb")
+        files.insert(2 * k + 1, tmp_path / f"honest{k}.ipynb")
+    free_before = shutil.disk_usage(tmp_path).free
+    rows = {r.submission: r for r in grade_batch(
+        assignment=ASSIGNMENT, submissions=files, out=tmp_path / "out", solutions=ROOT / "solutions",
+        timeout=5, jobs=2, memory_mb=1024)}
+    assert not _strays(), "a process of a submission outlived the grader"
+    assert free_before - shutil.disk_usage(tmp_path).free < 200_000_000
+    for k in range(2):
+        assert (rows[f"honest{k}"].status, rows[f"honest{k}"].score) == ("graded", 12.0)
+    problems = []
+    for name, (_, status, fragment) in ATTACKS.items():
+        row = rows[name]
+        got = (row.status, row.score, row.questions["q2_feature_count"])
+        if got != (status, 9.0, 0.0) or (fragment and fragment not in " ".join(row.messages)):
+            problems.append(f"{name}: {got} {row.messages}")
+    assert not problems, "\n".join(problems)
+    for q in Q[:3]:
+        assert rows["output_flood"].questions[q] == 3.0
+
+
+def test_no_cgroup_fallback_still_limits_memory(tmp_path, monkeypatch):
+    """Without cgroups (forced), RLIMIT_AS still stops a memory bomb in the kernel."""
+    _bwrap_or_fail()
+    monkeypatch.setenv("KPCA_SANDBOX_NO_CGROUPS", "1")
+    nb = student_copy()
+    cell(nb, "q2-answer").source = "blocks = []\nwhile True:\n    blocks.append(b'x' * 50_000_000)\n"
+    nbformat.write(nb, tmp_path / "bomb.ipynb")
+    nbformat.write(student_copy(), tmp_path / "honest.ipynb")
+    rows = {r.submission: r for r in grade_batch(
+        assignment=ASSIGNMENT, submissions=[tmp_path / "bomb.ipynb", tmp_path / "honest.ipynb"],
+        out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=1, memory_mb=1024)}
+    assert (rows["honest"].status, rows["honest"].score) == ("graded", 12.0)
+    assert (rows["bomb"].status, rows["bomb"].score) == ("crashed", 9.0)
+    assert "out of memory" in " ".join(rows["bomb"].messages)
+
+
+def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp_path, monkeypatch):
+    """``--sandbox none`` (only when asked) still limits memory; an error while preparing
+    one submission (a full disk) makes that row ``crashed``, never ``graded`` with 0, and
+    ``on_job_done`` is called once per job, after its row is scored."""
+    import errno
+    import functools
+
+    from kpca_lib.course.grading import grade as grade_module
+
+    nb = student_copy()
+    cell(nb, "q2-answer").source = "blocks = []\nwhile True:\n    blocks.append(b'x' * 50_000_000)\n"
+    nbformat.write(nb, tmp_path / "bomb.ipynb")
+    for name in ("honest", "enospc"):
+        nbformat.write(student_copy(), tmp_path / f"{name}.ipynb")
+    prepare = grade_module._prepare
+
+    def full_disk(job):
+        if job.row.submission == "enospc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return prepare(job)
+
+    calls = []
+
+    def on_done(job):
+        calls.append((job.row.submission, job.row.status, job.row.score))
+
+    monkeypatch.setattr(grade_module, "_prepare", full_disk)
+    monkeypatch.setattr(grade_module, "_run_jobs", functools.partial(
+        grade_module._run_jobs, sandbox="none", on_job_done=on_done))
+    rows = {r.submission: r for r in grade_batch(
+        assignment=ASSIGNMENT, submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "honest", "enospc")],
+        out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=2, memory_mb=1024)}
+    assert (rows["honest"].status, rows["honest"].score) == ("graded", 12.0)
+    assert (rows["bomb"].status, rows["bomb"].score) == ("crashed", 9.0)
+    assert "out of memory" in " ".join(rows["bomb"].messages)
+    assert (rows["enospc"].status, rows["enospc"].score) == ("crashed", 0.0)
+    assert "No space left" in " ".join(rows["enospc"].messages)
+    assert sorted(calls) == [("bomb", "crashed", 9.0), ("enospc", "crashed", 0.0), ("honest", "graded", 12.0)]
