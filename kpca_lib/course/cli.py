@@ -125,9 +125,8 @@ def _grade(args: argparse.Namespace) -> int:
     for group in batch.lookalikes:
         _say("WARNING look-alike names (check which student is which): "
              + " / ".join(repr(g) for g in group), sys.stderr)
-    for row in batch:
-        if not row.lookalikes and "<U+" in row.submission:
-            _say(f"WARNING suspicious name {row.submission!r}: {row.messages[0]}", sys.stderr)
+    for rid, why in batch.suspicious.items():
+        _say(f"WARNING suspicious name {rid!r}: {why}", sys.stderr)
     failed = [row for row in batch if row.grader_error]
     for row in failed:
         _say(f"GRADER FAILURE {row.submission!r}: {row.grader_error}", sys.stderr)

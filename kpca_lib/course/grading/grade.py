@@ -106,12 +106,14 @@ def _read_submission(path: Path, assignment: str) -> tuple[Any | None, str]:
     except OSError as exc:
         return None, f"the file cannot be read ({exc.strerror})."
     try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            return None, "this is a folder, not a notebook file."
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return None, "this is not a regular file (a device, pipe or socket), not a notebook."
         with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                return None, "this is a folder, not a notebook file."
-            if not stat.S_ISREG(st.st_mode):
-                return None, "this is not a regular file (a device, pipe or socket), not a notebook."
             size = st.st_size
             if size == 0:
                 return None, "the file is empty."
@@ -489,8 +491,8 @@ def _scratch_full(work: Path) -> str:
         return ""
     free = st.f_bavail * st.f_frsize
     if free < MIN_FREE_BYTES or (st.f_files and st.f_favail == 0):
-        return (f"the grader's scratch disk ({work.parent}) was full ({free // 1024} KB free), so "
-                "answers may have been lost")
+        return (f"the grader's disk is full: {free // 1024} KB free for its scratch folder in "
+                f"{work.parent}, so answers may have been lost")
     return ""
 
 
@@ -512,12 +514,14 @@ class Batch(list):  # type: ignore[type-arg]
 
     * ``skipped``: ids already in the gradebook that ``resume`` left alone;
     * ``lookalikes``: groups of row ids (this run's and the gradebook's) that look alike;
+    * ``suspicious``: row id → why its name alone is suspicious (invisible characters, mixed scripts);
     * ``counts``: status → number of rows in the whole gradebook;
     * ``sandbox``, ``out``.
     """
 
     skipped: list[str]
     lookalikes: list[list[str]]
+    suspicious: dict[str, str]
     counts: dict[str, int]
     sandbox: str
     out: Path
@@ -576,17 +580,19 @@ def grade_batch(
         batch.skipped = [i for i in ids if resume and i in book]
         groups = lookalike_groups([*book.rows, *ids])
         batch.lookalikes = groups
+        batch.suspicious = {}
         similar = {rid: [o for o in g if o != rid] for g in groups for rid in g}
 
         def finish(row: Row) -> None:  # never raises: a row is always recorded
             try:
-                row.feedback = book.feedback_path(row.submission)
                 text = _feedback(row, solution)
             except Exception as exc:
                 _grader_failure(row, _describe(exc))
                 text = (f"# Feedback: {_md(row.submission)} ({assignment})\n\n"
                         f"Status: crashed. {' '.join(row.messages)}\n")
-            book.add(_record(row), text)
+            data = _record(row)
+            book.add(data, text)
+            row.feedback = data["feedback"]
 
         todo = [(i, p, rid) for i, (p, rid) in enumerate(zip(paths, ids, strict=True))
                 if not (resume and rid in book)]
@@ -600,6 +606,8 @@ def grade_batch(
                 batch.append(row)
                 row.lookalikes = similar.get(rid, [])
                 why = suspicious_name(rid)
+                if why:
+                    batch.suspicious[rid] = why
                 if row.lookalikes or why:
                     row.messages.append(
                         "the instructor checks this submission's name: "

@@ -32,6 +32,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import secrets
 import stat
 import threading
@@ -198,21 +199,26 @@ def csv_cell(value: Any) -> str:
 # Unicode's confusables (UTS #39), enough for names typed on common keyboards.
 _CONFUSABLES = str.maketrans({
     "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p",
-    "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "ԁ": "d",
-    "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ɩ": "i", "ı": "i", "ł": "l",
-    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
+    "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "l", "ї": "l", "ј": "j", "ԁ": "d",
+    "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ɩ": "l", "ı": "l", "ł": "l",
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "l", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
     "τ": "t", "υ": "u", "χ": "x", "ϲ": "c", "ζ": "z", "μ": "u", "ω": "w",
-    "0": "o", "1": "l", "|": "l", "!": "l",
+    "0": "o", "1": "l", "|": "l", "!": "l", "i": "l",  # I, l, 1 and | look alike in many fonts
 })
+_ESCAPED = re.compile(r"<U\+[0-9A-F]{4,6}>")
 
 
 def lookalike_key(name: str) -> str:
-    """A skeleton of ``name``: equal for names a reader could take for one another."""
-    s = name.replace("I", "l")  # capital i looks like a small L in many fonts
+    """A skeleton of ``name``: equal for names a reader could take for one another.
+
+    Invisible characters (also as ``<U+XXXX>``) and accents are dropped, compatibility
+    forms folded (NFKC: full-width letters), case folded, and common Cyrillic and Greek
+    look-alikes of Latin letters mapped to them, as are ``I l 1 |`` and ``0 O``.
+    """
+    s = _ESCAPED.sub("", name)
     s = unicodedata.normalize("NFKD", s)
     s = "".join(ch for ch in s if unicodedata.category(ch) not in ("Mn", "Me", "Cf", "Cc", "Zs"))
-    s = s.casefold().translate(_CONFUSABLES)
-    s = unicodedata.normalize("NFKC", s)
+    s = unicodedata.normalize("NFKC", s.casefold()).translate(_CONFUSABLES)
     return s.replace("rn", "m").replace("vv", "w")
 
 
@@ -326,7 +332,8 @@ def _open_dir(name: str, dir_fd: int | None, where: str) -> int:
     try:
         return os.open(name, _FLAGS_DIR | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        st = _lstat(name, dir_fd) if dir_fd is not None else _lstat_path(Path(name))
+        if exc.errno == errno.ELOOP or (st is not None and stat.S_ISLNK(st.st_mode)):
             raise GradebookError(f"{where} is a symbolic link; kpca-course never writes through "
                                  "links. Give the real folder as --out, or another one.") from None
         if exc.errno == errno.ENOTDIR:
@@ -570,23 +577,30 @@ class Gradebook:
     def feedback_path(self, row_id: str) -> str:
         """``feedback/<name>.md`` for ``row_id``: the existing row's, else a new unique one."""
         with self._lock:
-            if row_id in self.rows:
-                return str(self.rows[row_id]["feedback"])
-            if row_id in self._pending:
-                return str(self._pending[row_id][0]["feedback"])
-            taken = [str(r["feedback"])[len("feedback/"):]
-                     for r in [*self.rows.values(), *(p[0] for p in self._pending.values())]]
-            return "feedback/" + feedback_name(row_id, taken)
+            return self._feedback_path(row_id)
+
+    def _feedback_path(self, row_id: str) -> str:
+        if row_id in self.rows:
+            return str(self.rows[row_id]["feedback"])
+        if row_id in self._pending:
+            return str(self._pending[row_id][0]["feedback"])
+        taken = [str(r["feedback"])[len("feedback/"):]
+                 for r in [*self.rows.values(), *(p[0] for p in self._pending.values())]]
+        return "feedback/" + feedback_name(row_id, taken)
 
     def add(self, record: dict[str, Any], feedback: str) -> None:
         """Add or replace a row (``record["submission"]`` is its id) and write the gradebook.
 
-        Never raises for I/O: a failed write is kept in :attr:`errors`, the row stays
-        pending and every later call tries again (so a disk that frees up loses nothing).
+        ``record["feedback"]`` is set to the row's feedback file when it is empty. Never
+        raises for I/O: a failed write is kept in :attr:`errors`, the row stays pending
+        and every later call tries again (so a disk that frees up loses nothing).
         """
         with self._lock:
+            if not record.get("feedback"):
+                record["feedback"] = self._feedback_path(record["submission"])
             self._pending[record["submission"]] = (record, feedback)
-            self._flush()
+            if self._fd is not None and self._fb is not None:  # else closed: stays unsaved
+                self._flush()
 
     @property
     def unsaved(self) -> list[str]:
@@ -669,8 +683,8 @@ class Gradebook:
             n = len(unsaved)
             raise GradebookWriteError(
                 errno.EIO, f"the gradebook in {self.out} could not be written completely "
-                f"({'; '.join(dict.fromkeys(self.errors))}); {n} finished row(s) are not in it "
-                f"{'' if not dirty else '(and grades.json/grades.csv lag behind) '}"
+                f"({'; '.join(dict.fromkeys(self.errors))}); {n} finished row(s) are not in it"
+                f"{'' if not dirty else ' (and grades.json/grades.csv lag behind)'}. "
                 "What is in it is valid: fix the problem and run the same command with --resume.")
 
     def __enter__(self) -> Gradebook:

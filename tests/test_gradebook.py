@@ -1,0 +1,579 @@
+"""The gradebook loses nothing: incremental atomic rows, --resume, --merge, a guarded --out.
+
+Unit tests of :mod:`kpca_lib.course.grading.gradebook` (no kernel), then a few batches
+graded end to end with ``--sandbox none`` (each kernel costs ~1-2 s). No test depends on
+timing: the killed-grader test polls the gradebook and gates a submission on a file.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kpca_lib.course.cli import EXIT_GRADER_FAILURE, EXIT_INCOMPLETE, EXIT_USAGE, main
+from kpca_lib.course.grading import gradebook as gb
+from kpca_lib.course.grading.grade import _read_submission
+from kpca_lib.course.grading.notebooks import extract_answers, meta, read_solution
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "01_feature_maps"
+SOLUTION = nbformat.read(ROOT / "solutions" / f"{ASSIGNMENT}.ipynb", as_version=4)
+EXERCISE = nbformat.read(ROOT / "exercises" / f"{ASSIGNMENT}.ipynb", as_version=4)
+Q = ["q1_phi_p3", "q1_phi_p4", "q1_phi_general", "q2_feature_count"]
+POINTS = {q: 3.0 for q in Q}
+
+
+@pytest.fixture(autouse=True)
+def secret(monkeypatch):
+    monkeypatch.setenv("KPCA_GRADING_SECRET", "test-secret")
+
+
+def full_copy():
+    out = copy.deepcopy(EXERCISE)
+    answers = {c.id: c.source for c in SOLUTION.cells if meta(c).get("role") == "answer"}
+    for cell in out.cells:
+        if cell.id in answers:
+            cell.source = answers[cell.id]
+    return out
+
+
+def save(path: Path, nb) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nbformat.write(nb, path)
+    return path
+
+
+def garbage(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a notebook")
+    return path
+
+
+def grade(out: Path, files, *extra: str) -> int:
+    return main(["grade", "--assignment", ASSIGNMENT, "--out", str(out), "--jobs", "2",
+                 "--timeout", "60", "--sandbox", "none", *extra, *[str(f) for f in files]])
+
+
+def rows_csv(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "grades.csv", newline="", encoding="utf-8") as fh:
+        return {r["submission"]: r for r in csv.DictReader(fh)}
+
+
+def book(out: Path) -> dict:
+    return json.loads((out / "grades.json").read_text(encoding="utf-8"))
+
+
+def assert_valid_gradebook(out: Path) -> dict[str, dict]:
+    """Every row present is complete: in grades.json with its feedback; grades.csv agrees."""
+    data = book(out)
+    rows = {r["submission"]: r for r in data["submissions"]}
+    assert len(rows) == len(data["submissions"])
+    for r in rows.values():
+        feedback = (out / r["feedback"]).read_text(encoding="utf-8")
+        assert f"**Score: {gb.format_points(r['score'])} / 12**" in feedback
+        assert f"(status: {r['status']})" in feedback
+        assert r["score"] == sum(r["questions"].values())
+    csv_rows = rows_csv(out)
+    assert set(csv_rows) <= {gb.csv_cell(rid) for rid in rows}
+    for rid, r in rows.items():
+        c = csv_rows.get(gb.csv_cell(rid))
+        if c is not None:
+            assert (c["status"], float(c["score"])) == (r["status"], r["score"])
+            assert [float(c[q]) for q in Q] == [r["questions"][q] for q in Q]
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]
+    return rows
+
+
+# --------------------------------------------------------------------------- row ids
+def test_row_ids_keep_the_student_folder(tmp_path):
+    paths = [tmp_path / "alice" / "03_mercer.ipynb", tmp_path / "bob" / "03_mercer.ipynb"]
+    assert gb.row_ids(paths, gb.common_root(paths)) == ["alice/03_mercer", "bob/03_mercer"]
+    flat = [tmp_path / "alice.ipynb", tmp_path / "bob.ipynb"]
+    assert gb.row_ids(flat, gb.common_root(flat)) == ["alice", "bob"]
+    clash = [tmp_path / "x.ipynb", tmp_path / "x"]
+    assert gb.row_ids(clash, tmp_path) == ["x", "x~2"]
+    assert gb.row_ids([tmp_path / "a\u202eb\x1b.ipynb"], tmp_path) == ["a<U+202E>b<U+001B>"]
+    with pytest.raises(ValueError, match="not inside"):
+        gb.row_ids([tmp_path.parent / "elsewhere.ipynb"], tmp_path)
+
+
+def test_missing_submission_is_named_before_anything_is_written(tmp_path, capsys):
+    real = garbage(tmp_path / "real.ipynb")
+    out = tmp_path / "out"
+    assert grade(out, [real, tmp_path / "typo.ipynb"]) == EXIT_USAGE
+    assert "'" + str(tmp_path / "typo.ipynb") + "'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("row_id", ["../../etc/passwd", ".bashrc", "a/b/../c", "x\x00y",
+                                    "\u202ecod.exe", "é" * 300, "con", "a b", ""])
+def test_feedback_names_are_safe(row_id):
+    name = gb.feedback_name(row_id)
+    assert name.endswith(".md") and "/" not in name and "\x00" not in name
+    assert not name.startswith(".") and name.isprintable()
+    assert len(name.encode()) <= 255
+    assert all(c.isalnum() or c in "-_.%~" for c in name)
+
+
+def test_feedback_names_are_unique_ignoring_case():
+    names = set()
+    for rid in ["alice/x", "alice%2Fx", "Alice/x", "ALICE/X", "alice_x", "alice.x"]:
+        name = gb.feedback_name(rid, names)
+        assert name.casefold() not in {n.casefold() for n in names}
+        names.add(name)
+
+
+def test_csv_cells_never_start_a_formula():
+    for bad in ["=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1", "=HYPERLINK(\"http://x\")"]:
+        assert gb.csv_cell(bad) == "'" + bad
+    for good in ["alice", "12", "0", "a=b", "bob/03"]:
+        assert gb.csv_cell(good) == good
+
+
+def test_lookalike_names_are_grouped():
+    names = ["alice", "аlice", "ALICE", "al\u200bice", "ａｌｉｃｅ", "a1ice", "bob", "b0b", "carol",
+             "alicia"]
+    groups = gb.lookalike_groups(names)
+    assert sorted(map(sorted, groups)) == sorted([
+        sorted(["alice", "аlice", "ALICE", "al\u200bice", "ａｌｉｃｅ", "a1ice"]),
+        ["b0b", "bob"]])
+    assert "mixes Cyrillic and Latin" in gb.suspicious_name("аlice")
+    assert "invisible" in gb.suspicious_name(gb.visible("\u202eecila"))
+    assert gb.suspicious_name("alice/03_mercer") == ""
+
+
+# --------------------------------------------------------------------------- reading submissions
+def hostile_notebook(victim: Path | None = None) -> dict:
+    """A full submission wrapped in hostile structure that must not crash the grader.
+
+    With ``victim``, its answer also plants symbolic links to it in the grader's scratch
+    folder (reachable with ``--sandbox none``), which the clean-up must not follow.
+    """
+    nb = json.loads(nbformat.writes(full_copy()))
+    cells = nb["cells"]
+    p3 = next(c for c in cells if c.get("id") == "q1-p3-answer")
+    p3["id"] = {"evil": ["object", "id"]}  # found by its metadata slot
+    if victim is not None:
+        p3["source"] += (f"\nimport os\nfor _d in ('.', '..', '../..'):\n"
+                         f"    os.symlink({str(victim)!r}, os.path.join(_d, 'planted'))\n")
+    q2 = next(c for c in cells if c.get("id") == "q2-answer")
+    bad_copy = copy.deepcopy(q2)
+    bad_copy["source"] = [1, 2, {"x": 3}]  # an earlier copy with a source that is not text
+    bad_copy["metadata"]["kpca"]["slot"] = ["unhashable"]
+    cells.insert(0, bad_copy)
+    cells[1:1] = [42, "cell", None, [], {"cell_type": {"a": 1}}, {"cell_type": "code", "id": 7,
+                  "metadata": "wrong", "source": "x"}, {"cell_type": "code", "metadata": {"kpca": []}}]
+    nb["metadata"]["kpca"]["questions"] = {"not": "a list"}
+    return nb
+
+
+def test_extract_answers_survives_hostile_structure():
+    solution = read_solution(ROOT / "solutions" / f"{ASSIGNMENT}.ipynb", with_hidden=False)
+    sources, notes = extract_answers(hostile_notebook(), solution)
+    assert set(sources) == {c for ids in solution.answer_cells.values() for c in ids}
+    assert sources["q2-answer"] == next(c.source for c in SOLUTION.cells if c.id == "q2-answer")
+    bad = json.loads(nbformat.writes(full_copy()))
+    for c in bad["cells"]:
+        if c.get("id") == "q2-answer":
+            c["source"] = ["ok", 3]
+        if c.get("id") == "q1-p4-answer":
+            c["source"] = "\ud800 lone surrogate"
+    sources, notes = extract_answers(bad, solution)
+    assert "q2-answer" not in sources and "q1-p4-answer" not in sources
+    assert sum("malformed source" in n for n in notes) == 2
+    for weird in [None, [], {"cells": {"a": 1}}, {"cells": [[], 1]}, "text"]:
+        assert extract_answers(weird, solution)[0] == {}
+
+
+def test_unreadable_files_are_invalid_not_fatal(tmp_path):
+    cases = {
+        "nested": ("[" * 100_000 + "]" * 100_000).encode(),
+        "latin1": "{\"cells\": [], \"x\": \"caf\xe9\"}".encode("latin-1"),
+        "bigint": b'{"nbformat": 1' + b"1" * 5000 + b"}",
+        "v_is_true": b'{"nbformat": true, "cells": []}',
+        "wrong_assignment_type": b'{"nbformat": 4, "cells": [], "metadata": {"kpca": {"assignment": [1]}}}',
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "folder.ipynb").mkdir()
+    os.mkfifo(tmp_path / "fifo.ipynb")  # a reader that waits would hang the batch
+    with open(tmp_path / "huge.ipynb", "wb") as fh:
+        fh.truncate(25_000_000)
+    expect = {"nested": "nested too deeply", "latin1": "not text", "bigint": "not valid JSON",
+              "v_is_true": "nbformat", "wrong_assignment_type": "(malformed)",
+              "folder.ipynb": "folder", "fifo.ipynb": "not a regular file", "huge.ipynb": "25 MB"}
+    for name, why in expect.items():
+        nb, reason = _read_submission(tmp_path / name, ASSIGNMENT)
+        assert nb is None and why in reason, (name, reason)
+
+
+# --------------------------------------------------------------------------- the folder
+def test_atomic_write_keeps_the_old_file_on_any_failure(tmp_path, monkeypatch):
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        gb.atomic_write(fd, "f.txt", b"old")
+
+        def killed(*a, **k):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(gb.os, "replace", killed)
+        with pytest.raises(OSError):
+            gb.atomic_write(fd, "f.txt", b"new")
+        monkeypatch.undo()
+        assert (tmp_path / "f.txt").read_bytes() == b"old"
+        assert sorted(os.listdir(tmp_path)) == ["f.txt"]
+        victim = tmp_path / "bashrc"
+        victim.write_text("precious")
+        (tmp_path / "link.md").symlink_to(victim)
+        with pytest.raises(gb.GradebookWriteError, match="symbolic link"):
+            gb.atomic_write(fd, "link.md", b"owned")
+        assert victim.read_text() == "precious" and (tmp_path / "link.md").is_symlink()
+    finally:
+        os.close(fd)
+
+
+def new_book(out: Path, mode: str = "new", assignment: str = ASSIGNMENT) -> gb.Gradebook:
+    return gb.Gradebook(out, assignment=assignment, points=POINTS, mode=mode)
+
+
+def record(rid: str, book_: gb.Gradebook, status: str = "invalid", score: float = 0.0) -> dict:
+    qs = {q: 0.0 for q in Q}
+    qs[Q[0]] = score
+    return {"submission": rid, "file": f"/x/{rid}.ipynb", "feedback": book_.feedback_path(rid),
+            "sandbox": "none", "status": status, "score": score, "max_score": 12.0,
+            "questions": qs, "messages": [], "checks": []}
+
+
+def feedback_text(r: dict) -> str:
+    return f"**Score: {gb.format_points(r['score'])} / 12** (status: {r['status']})\n"
+
+
+def add(book_: gb.Gradebook, rid: str, **kw) -> None:
+    r = record(rid, book_, **kw)
+    book_.add(r, feedback_text(r))
+
+
+def test_out_that_is_not_a_gradebook_is_refused_and_untouched(tmp_path):
+    notes = tmp_path / "mine"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("instructor's notes")
+    for mode in gb.MODES:
+        with pytest.raises(gb.GradebookError, match="not a gradebook written by kpca-course"):
+            new_book(notes, mode)
+    assert os.listdir(notes) == ["notes.txt"]
+    link = tmp_path / "link"
+    link.symlink_to(notes)
+    for mode in gb.MODES:
+        with pytest.raises(gb.GradebookError, match="symbolic link"):
+            new_book(link, mode)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(gb.GradebookError, match="is a file"):
+        new_book(tmp_path / "file")
+    with pytest.raises(gb.GradebookError, match="nothing to resume"):
+        new_book(tmp_path / "absent", "resume")
+    assert os.listdir(notes) == ["notes.txt"] and sorted(os.listdir(tmp_path)) == [
+        "file", "link", "mine"]
+
+
+def test_existing_gradebook_needs_resume_or_merge_of_the_same_assignment(tmp_path):
+    out = tmp_path / "out"
+    with new_book(out) as b:
+        b.start(tmp_path, "none")
+        add(b, "alice")
+    with pytest.raises(gb.GradebookError, match="--resume .* --merge"):
+        new_book(out)
+    with pytest.raises(gb.GradebookError, match="assignment '01_feature_maps', not '03_mercer'"):
+        new_book(out, "resume", assignment="03_mercer")
+    with new_book(out, "merge") as b:
+        assert "alice" in b and b.root == str(tmp_path)
+        b.start(tmp_path / "elsewhere", "none")
+        assert b.root == str(tmp_path)  # the first batch's folder stays the reference
+        add(b, "bob")
+    assert list(assert_valid_gradebook(out)) == ["alice", "bob"]
+    for damage, why in [("{", "not valid JSON"), ('{"submissions": [1]}', "assignment"),
+                        ("[" * 50_000, "not valid JSON")]:
+        (out / "grades.json").write_text(damage)
+        with pytest.raises(gb.GradebookError, match=why):
+            new_book(out, "resume")
+    (out / MARKER_PATH).write_text('{"format": "something else"}')
+    with pytest.raises(gb.GradebookError, match="not a kpca-course marker"):
+        new_book(out, "merge")
+
+
+MARKER_PATH = gb.MARKER
+
+
+def test_planted_symlinks_are_never_followed(tmp_path):
+    victim = tmp_path / "bashrc"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    with new_book(out) as b:
+        b.start(tmp_path, "none")
+        add(b, "alice")
+    (out / "feedback" / "bob.md").symlink_to(victim)
+    with pytest.raises(gb.GradebookWriteError, match="feedback/bob.md is a symbolic link"):
+        with new_book(out, "merge") as b:
+            b.start(tmp_path, "none")
+            add(b, "bob")
+            add(b, "carol")  # later rows are still written
+    assert victim.read_text() == "precious"
+    assert list(assert_valid_gradebook(out)) == ["alice", "carol"]
+    (out / "grades.csv").unlink()
+    (out / "grades.csv").symlink_to(victim)
+    with pytest.raises(gb.GradebookError, match="grades.csv is a symbolic link"):
+        new_book(out, "merge")
+    (out / "grades.csv").unlink()
+    os.rename(out / "feedback", tmp_path / "fb")
+    (out / "feedback").symlink_to(tmp_path / "fb")
+    with pytest.raises(gb.GradebookError, match="feedback is a symbolic link"):
+        new_book(out, "resume")
+    assert victim.read_text() == "precious"
+
+
+def test_full_disk_keeps_a_valid_gradebook_and_says_so(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    real = gb.atomic_write
+    full = {"on": False}
+
+    def write(dir_fd, name, data, *, where="."):
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(dir_fd, name, data, where=where)
+
+    monkeypatch.setattr(gb, "atomic_write", write)
+    with pytest.raises(gb.GradebookWriteError, match=r"No space left on device \[ENOSPC\].*--resume"):
+        with new_book(out) as b:
+            b.start(tmp_path, "none")
+            add(b, "alice", status="graded", score=3.0)
+            full["on"] = True
+            add(b, "bob", status="graded", score=3.0)
+            assert b.unsaved == ["bob"]
+    assert list(assert_valid_gradebook(out)) == ["alice"]
+    full["on"] = False  # space is back: a later row brings the earlier one with it
+    with new_book(out, "resume") as b:
+        b.start(tmp_path, "none")
+        full["on"] = True
+        add(b, "bob")
+        full["on"] = False
+        add(b, "carol")
+    assert list(assert_valid_gradebook(out)) == ["alice", "bob", "carol"]
+
+
+def test_csv_injection_and_lookalikes_in_a_batch(tmp_path, capsys):
+    subs = tmp_path / "subs"
+    names = ["=HYPERLINK(\"http:evil\")", "+cmd", "@SUM(1)", "-2", "alice", "аlice", "ALICE",
+             "al\u200bice", "bob"]
+    files = [garbage(subs / f"{n}.ipynb") for n in names]
+    out = tmp_path / "out"
+    assert grade(out, files) == 0
+    text = (out / "grades.csv").read_text(encoding="utf-8")
+    for line in text.splitlines()[1:]:
+        assert line.lstrip('"')[0] not in "=+-@\t\r", line
+    rows = assert_valid_gradebook(out)
+    assert list(rows) == ["=HYPERLINK(\"http:evil\")", "+cmd", "@SUM(1)", "-2", "alice",
+                          "аlice", "ALICE", "al<U+200B>ice", "bob"]
+    for rid in ["alice", "аlice", "ALICE", "al<U+200B>ice"]:
+        assert "checks this submission's name" in " ".join(rows[rid]["messages"])
+        assert rows[rid]["lookalikes"]
+    assert "lookalikes" not in rows["bob"]
+    err = capsys.readouterr().err
+    assert "look-alike names" in err and "'аlice'" in err and "'bob'" not in err
+
+
+# --------------------------------------------------------------------------- graded end to end
+def test_merge_keeps_rows_and_ids_keep_student_folders(tmp_path, capsys):
+    subs = tmp_path / "subs"
+    alice = save(subs / "alice" / "hw.ipynb", full_copy())
+    bob = save(subs / "bob" / "hw.ipynb", copy.deepcopy(EXERCISE))
+    out = tmp_path / "out"
+    (out).mkdir()  # an empty folder is fine
+    assert grade(out, [alice, bob]) == 0
+    first = rows_csv(out)
+    assert {k: v["score"] for k, v in first.items()} == {"alice/hw": "12", "bob/hw": "0"}
+    assert book(out)["sandbox"] == "none"
+    assert grade(out, [alice]) == EXIT_USAGE  # no silent replacement
+    assert "--merge" in capsys.readouterr().err
+    save(bob, full_copy())  # bob resubmits; carol is late (and broken)
+    carol = garbage(subs / "carol" / "hw.ipynb")
+    assert grade(out, [bob, carol], "--merge") == 0
+    rows = assert_valid_gradebook(out)
+    assert list(rows) == ["alice/hw", "bob/hw", "carol/hw"]
+    assert (rows["alice/hw"]["score"], rows["bob/hw"]["score"]) == (12, 12)
+    assert rows["carol/hw"]["status"] == "invalid"
+    assert rows_csv(out)["alice/hw"] == first["alice/hw"]
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == [
+        "alice%2Fhw.md", "bob%2Fhw.md", "carol%2Fhw.md"]
+
+
+def test_hostile_files_become_rows_and_the_batch_goes_on(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "nested.ipynb").parent.mkdir(parents=True)
+    (subs / "nested.ipynb").write_text("[" * 100_000 + "]" * 100_000)
+    (subs / "latin1.ipynb").write_bytes(b"\xff\xfe{\x00")
+    (subs / "folder.ipynb").mkdir()
+    os.mkfifo(subs / "fifo.ipynb")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    (subs / "hostile.ipynb").write_text(json.dumps(hostile_notebook(victim)))
+    save(subs / "full.ipynb", full_copy())
+    names = ["nested", "latin1", "folder", "fifo", "hostile", "full"]
+    files = [subs / f"{n}.ipynb" for n in names]
+    out = tmp_path / "out"
+    assert grade(out, files) == 0
+    rows = assert_valid_gradebook(out)
+    assert list(rows) == names
+    assert [rows[n]["status"] for n in names[:4]] == ["invalid"] * 4
+    assert (rows["hostile"]["status"], rows["hostile"]["score"]) == ("graded", 12)
+    assert (rows["full"]["status"], rows["full"]["score"]) == ("graded", 12)
+    assert (victim / "precious.txt").read_text() == "keep me"  # scratch clean-up followed no link
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def test_killed_grader_leaves_a_valid_gradebook_that_resume_completes(tmp_path):
+    subs = tmp_path / "subs"
+    gate = tmp_path / "gate"
+    gated = full_copy()
+    cell = next(c for c in gated.cells if c.id == "q1-p3-answer")
+    cell.source = f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.02)\n" + cell.source
+    files = [garbage(subs / "a_garbage.ipynb"), save(subs / "b_gated.ipynb", gated),
+             save(subs / "c_full.ipynb", full_copy())]
+    out = tmp_path / "out"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(scratch)}
+    cmd = [sys.executable, "-m", "kpca_lib.course.cli", "grade", "--assignment", ASSIGNMENT,
+           "--out", str(out), "--jobs", "2", "--timeout", "600", "--sandbox", "none",
+           *map(str, files)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600  # a safety net, not a measurement
+        while True:  # wait for the garbage row and the full one; the gated one cannot finish
+            try:
+                if len((out / "grades.csv").read_text().splitlines()) >= 3:
+                    break
+            except FileNotFoundError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        tree = _descendants(proc.pid)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in tree:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    rows = assert_valid_gradebook(out)
+    assert list(rows) == ["a_garbage", "c_full"] and rows["c_full"]["score"] == 12
+    gate.write_text("open")
+    assert grade(out, files, "--resume") == 0
+    rows = assert_valid_gradebook(out)
+    assert list(rows) == ["a_garbage", "b_gated", "c_full"]
+    assert [rows[n]["score"] for n in rows] == [0, 12, 12]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MB tmpfs (needs root to mount)."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root; the full-disk paths are also covered by "
+                    "test_full_disk_keeps_a_valid_gradebook_and_says_so")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def fill(where: Path, leave: int = 0) -> None:
+    """Fill the disk of ``where``, then free ``leave`` bytes."""
+    fd = os.open(where / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    size = (where / "filler").stat().st_size
+    os.truncate(where / "filler", max(0, size - leave))
+
+
+@pytest.mark.parametrize("leave", [0, 300_000], ids=["full", "nearly_full"])
+def test_full_scratch_disk_makes_rows_crashed_never_zero(tmp_path, tiny_disk, monkeypatch, capsys,
+                                                         leave):
+    fill(tiny_disk, leave)  # nearly full: the notebook is written, the kernel's files are not
+    monkeypatch.setattr(tempfile, "tempdir", str(tiny_disk))
+    files = [save(tmp_path / "full.ipynb", full_copy()), garbage(tmp_path / "junk.ipynb")]
+    out = tmp_path / "out"
+    assert grade(out, files) == EXIT_GRADER_FAILURE
+    rows = assert_valid_gradebook(out)
+    assert rows["full"]["status"] == "crashed" and "disk is full" in rows["full"]["grader_error"]
+    assert rows["junk"]["status"] == "invalid"
+    err = capsys.readouterr().err
+    assert "GRADER FAILURE 'full'" in err and "disk is full" in err and "--merge" in err
+
+
+def test_full_gradebook_disk_exits_nonzero_and_keeps_what_it_wrote(tmp_path, tiny_disk, capsys):
+    out = tiny_disk / "out"
+    assert grade(out, [garbage(tmp_path / "a.ipynb")]) == 0
+    fill(tiny_disk)
+    late = [garbage(tmp_path / "b.ipynb"), garbage(tmp_path / "c.ipynb")]
+    assert grade(out, late, "--merge") == EXIT_INCOMPLETE
+    assert "No space left on device" in capsys.readouterr().err
+    assert list(assert_valid_gradebook(out)) == ["a"]
+    (tiny_disk / "filler").unlink()
+    assert grade(out, late, "--merge") == 0
+    assert list(assert_valid_gradebook(out)) == ["a", "b", "c"]
+
+
+def test_default_sandbox_is_bwrap_and_recorded(tmp_path):
+    """Passes once the bwrap sandbox (kpca_lib.course.grading.sandbox) is merged."""
+    out = tmp_path / "out"
+    rc = main(["grade", "--assignment", ASSIGNMENT, "--out", str(out), "--jobs", "1",
+               str(save(tmp_path / "full.ipynb", full_copy()))])
+    assert rc == 0
+    data = book(out)
+    assert data["sandbox"] == "bwrap" and data["submissions"][0]["sandbox"] == "bwrap"
+    assert data["submissions"][0]["score"] == 12
