@@ -12,6 +12,7 @@ import csv
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -471,8 +472,9 @@ def test_killed_grader_leaves_a_valid_gradebook_that_resume_completes(tmp_path):
     files = [garbage(subs / "a_garbage.ipynb"), save(subs / "b_gated.ipynb", gated),
              save(subs / "c_full.ipynb", full_copy())]
     out = tmp_path / "out"
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # The killed grader cannot clean its scratch: keep it in a folder of ours (short path:
+    # kernels put ZMQ ipc sockets there, whose paths are limited to ~100 bytes).
+    scratch = Path(tempfile.mkdtemp(prefix="kpca-test-"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(scratch)}
     cmd = [sys.executable, "-m", "kpca_lib.course.cli", "grade", "--assignment", ASSIGNMENT,
            "--out", str(out), "--jobs", "2", "--timeout", "600", "--sandbox", "none",
@@ -500,6 +502,7 @@ def test_killed_grader_leaves_a_valid_gradebook_that_resume_completes(tmp_path):
                     pass
         proc.wait()
         proc.stderr.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     assert proc.returncode == -signal.SIGKILL
     rows = assert_valid_gradebook(out)
     assert list(rows) == ["a_garbage", "c_full"] and rows["c_full"]["score"] == 12

@@ -8,10 +8,14 @@ The pieces, in the order a submission meets them:
   data (numbers, arrays, booleans); never pickle, never live objects.
 * :mod:`kpca_lib.course.grading.notebooks`: cell roles in notebook metadata; rebuilding the
   notebook that runs from trusted ``solutions/`` plus the student's answer cells.
-* :mod:`kpca_lib.course.grading.runner`: nbval (pytest) in a child process per batch of
-  submissions, a fresh kernel per submission, time and memory limits.
-* :mod:`kpca_lib.course.grading.grade`: the gradebook (``grades.csv``, ``grades.json``,
-  ``feedback/*.md``), written atomically.
+* :mod:`kpca_lib.course.grading.runner`: trusted nbval (pytest) workers, each running a
+  chunk of submissions in sequence; :mod:`kpca_lib.course.grading.report_plugin` (in the
+  worker) starts each kernel in its own sandbox, enforces the wall clock and output caps
+  and records per-cell facts; :mod:`kpca_lib.course.grading.sandbox` is the bubblewrap
+  sandbox and its limits (cgroups where possible).
+* :mod:`kpca_lib.course.grading.grade`: the batch: read, run, check, score each submission.
+* :mod:`kpca_lib.course.grading.gradebook`: the gradebook (``grades.csv``, ``grades.json``,
+  ``feedback/*.md``), a row at a time and atomically; ``--resume``, ``--merge``, row ids.
 """
 
 import sys as _sys

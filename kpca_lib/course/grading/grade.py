@@ -14,6 +14,14 @@ For each submission:
    from ``solutions/``) against the grader's own computations. Student code never
    runs here, and nothing from the kernel is unpickled or imported.
 
+5. write its row into the gradebook at once (:mod:`kpca_lib.course.grading.gradebook`):
+   ``grades.json``, ``grades.csv`` and its ``feedback/`` file, each replaced
+   atomically, so a grader killed at any moment leaves a valid partial gradebook.
+
+Any error while reading or grading one submission makes its row ``invalid`` (not a
+readable notebook of this assignment) or ``crashed`` (the grader failed: full disk,
+a bug; ``Row.grader_error`` says so) with the reason, and the batch goes on.
+
 A question whose cell times out or crashes the kernel scores 0; the notebook then runs
 again without the questions already done, so later questions still count. The
 status of the row is ``timeout`` or ``crashed`` accordingly.
@@ -233,20 +241,22 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
         last = lines[-1] if lines else ""
         if out.alive is None:  # no kernel: the sandbox (or the kernel in it) did not start
             return "crashed", cell, "the kernel did not start"
-        if facts.get("killed") == "wallclock":
-            return "timeout", cell, "it ran past the time limit (the grader stopped it)"
+        # Facts that do not depend on the machine's load first (a limit that was hit),
+        # then the clocks.
+        if facts.get("oom_kills", 0) > 0:
+            return "crashed", cell, "it ran out of memory (the memory limit killed a process)"
+        if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):
+            return "crashed", cell, "it ran out of memory"
         if facts.get("killed") == "output":
             return "crashed", cell, "it produced more output than the grader reads"
-        if facts.get("oom_kills", 0) > 0:
-            return "crashed", cell, "it ran out of memory (the kernel was killed)"
+        if facts.get("pids_refused", 0) > 0:
+            return "crashed", cell, "it started more processes than allowed"
+        if facts.get("killed") == "wallclock":
+            return "timeout", cell, "it ran past the time limit (the grader stopped it)"
         if facts.get("nbval_timeout") and "exceeded waiting for output" in text:
             return "crashed", cell, "its output could not be read (too large a message?)"
         if facts.get("nbval_timeout"):
             return "timeout", cell, "it ran past the time limit per cell"
-        if last.startswith("MemoryError") or (facts.get("memory_hits", 0) > 0 and out.alive is False):
-            return "crashed", cell, "it ran out of memory"
-        if facts.get("pids_refused", 0) > 0:
-            return "crashed", cell, "it started more processes than allowed"
         if out.alive is False:
             return "crashed", cell, "the kernel died (the process exited or was killed)"
     if not run.finished:
@@ -359,6 +369,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
             try:
                 status, cell, message = _classify(run, job.owners)
                 _collect_exports(job, run, cell if status != "graded" else None)
+                run.exports.clear()  # keep only what was accepted (job.answers)
                 if status != "graded":
                     qid = job.owners[cell] if cell is not None and cell < len(job.owners) else None
                     if job.row.status == "graded":

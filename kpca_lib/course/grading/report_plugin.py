@@ -64,8 +64,10 @@ class _Box:
         self.spec = sb.read_spec(folder)
         self.cgroups: dict[str, str] = {}
         self.km: Any = None
+        self.ctx: Any = None
         self.killed: str | None = None  # "wallclock" or "output", set by us only
         self.output = 0
+        self.exported = 0
         self.lock = threading.Lock()
 
     def kill(self, why: str) -> None:
@@ -93,6 +95,9 @@ class _Box:
             self._terminate()
         finally:
             sb.destroy_cgroups(self.cgroups)
+            if self.ctx is not None:
+                self.ctx.destroy(linger=0)
+                self.ctx = None
 
 
 _BOXES: dict[str, _Box] = {}  # notebook folder -> box
@@ -129,13 +134,21 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
             _await_sockets(self, startup_timeout)
             await super()._async_post_start_kernel(**kw)
 
+        async def _async_wait(self, pollinterval: float = 0.1) -> None:
+            # The sandbox dies within milliseconds of SIGKILL: poll often (0.1 s by
+            # default, paid once per notebook).
+            await super()._async_wait(pollinterval=0.005)
+
     ctx = zmq.Context()
     ctx.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     ctx.setsockopt(zmq.RCVHWM, RCV_HWM)
-    # Connect once, to sockets checked to be sockets before any student code ran; never
-    # reconnect (a reconnect would resolve the path again, and the kernel owns that folder:
-    # a symlink planted there would point the grader at a socket of the host).
-    ctx.setsockopt(zmq.RECONNECT_IVL, -1)
+    # No send may block the worker (a DEALER with no live peer would block forever).
+    # ZMQ reconnects as usual: a reconnect resolves the path again, inside the kernel's
+    # own folder, but whatever socket it then reaches gets only messages signed with this
+    # kernel's session key, and what comes back unsigned by it is rejected.
+    ctx.setsockopt(zmq.SNDTIMEO, 10_000)
+    ctx.setsockopt(zmq.LINGER, 0)  # never wait to deliver to a kernel that was killed
+    box.ctx = ctx
     (folder / "ipc").mkdir(mode=0o700, exist_ok=True)
     km = Manager(kernel_name=kernel_name, kernel_spec_manager=Specs(), transport="ipc",
                  ip=sb.INSIDE_IPC if sandboxed else str(folder / "ipc" / "k"),
@@ -176,7 +189,12 @@ def _child_pid(folder: Path, km: Any, timeout: float) -> int:
 
 
 def _await_sockets(km: Any, timeout: float) -> None:
-    """Wait until the kernel has bound all its sockets (real sockets, not symlinks)."""
+    """Wait until the kernel listens on all its sockets (real sockets, not symlinks).
+
+    A test connection proves the socket listens. No student code has run yet, so the
+    grader's first connections reach the kernel's own sockets.
+    """
+    import socket
     import stat
 
     deadline = time.monotonic() + timeout
@@ -191,6 +209,14 @@ def _await_sockets(km: Any, timeout: float) -> None:
                 break
             if not stat.S_ISSOCK(mode):
                 raise RuntimeError("the kernel's socket is not a socket")
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(f"{km.ip}-{port}")
+            except OSError:
+                ok = False
+                break
+            finally:
+                probe.close()
         if ok:
             return
         proc = getattr(km.provisioner, "process", None)
@@ -310,15 +336,23 @@ def pytest_runtest_call(item: Any) -> Any:
             _DOG.disarm()
 
 
-def _exports(item: Any) -> list[Any]:
+EXPORT_BUDGET = 8 * 1024 * 1024  # bytes of exports recorded per notebook
+
+
+def _exports(item: Any, box: _Box | None) -> list[Any]:
+    """The cell's last export record (the grader reads one per export cell), within budget."""
     found = []
     outs = getattr(item, "test_outputs", None) or []
     for out in outs:
         data = out.get("data") if isinstance(out, dict) else None
         if isinstance(data, dict) and EXPORT_MIME in data:
-            found.append(data[EXPORT_MIME])
+            found = [data[EXPORT_MIME]]
     if outs:
         outs.clear()  # nbval keeps every item; do not keep their outputs for the whole run
+    if found and box is not None:
+        box.exported += _size(found[0])
+        if box.exported > EXPORT_BUDGET:
+            return []
     return found
 
 
@@ -359,7 +393,7 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         "alive": alive,
         "text": text,
         "facts": facts,
-        "exports": _exports(item) if report.when == "call" else [],
+        "exports": _exports(item, box) if report.when == "call" else [],
     })
 
 

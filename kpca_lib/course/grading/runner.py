@@ -119,11 +119,13 @@ def _sweep(run: Run) -> None:
         spec = sb.read_spec(folder)
     except (OSError, ValueError):
         return
-    sb.destroy_cgroups(spec.get("cgroups") or {})
+    cgroups = spec.get("cgroups") or {}
+    sb.destroy_cgroups(cgroups)
     sb.destroy_cgroups(sb.cgroup_paths(f"kpca-{folder.name}"))
     if spec.get("uid") is not None:
         sb.kill_uid(int(spec["uid"]))
-    sb.kill_tagged(folder.name)
+    if not cgroups:  # a cgroup holds every process of the submission; otherwise search
+        sb.kill_tagged(folder.name)
 
 
 def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits, sandbox: str) -> None:
