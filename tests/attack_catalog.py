@@ -925,8 +925,8 @@ except Exception as exc:
 
     A.append(Attack("deep_json", status=("invalid",), per=dict(ZERO), raw=b"deep",
                     why="a notebook file nested 100 000 deep (RecursionError)", body=""))
-    A.append(Attack("cell_id_object", status=("invalid", "graded"), per=dict(FULL), mutate="object_id",
-                    why="an answer cell whose id is a JSON object", body=""))
+    A.append(Attack("cell_id_object", per=dict(FULL), mutate="object_id",
+                    why="an answer cell whose id is a JSON object (found by its metadata slot)", body=""))
     A.append(Attack("csv_injection", per=dict(FULL), mutate="full",
                     why="a student folder named like a spreadsheet formula", body=""))
 
