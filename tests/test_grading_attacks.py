@@ -1,0 +1,369 @@
+"""Adversarial suite: hostile submissions against a sandboxed ``kpca-course grade``.
+
+One batch (graded once, by a module-scoped fixture, with the documented flags
+``--timeout 30 --jobs 2 --memory 2048`` and the default sandbox) holds one submission
+per attack class (tests/attack_catalog.py) with honest neighbours, a full and a blank
+submission after every few attacks. The grader runs in a hostile world
+(tests/attack_world.py): a fake HOME with canaries, a canary grading secret in its
+environment and in ~/.config, an instructor folder, a canary copy of solutions/, and
+per-student submission folders.
+
+For every attack: its own row has the status and score it deserves; honest rows are
+exactly the honest grades; nothing outside the output folder changes; no canary
+reaches the gradebook or the CLI's output; no process started by a submission
+outlives the grader; the gradebook is valid CSV and JSON and is not edited after the
+grader returns. Attacks on the grader process itself (SIGKILL, SIGSTOP, kill(-1),
+special files as exports) have their own small batch.
+
+No assertion depends on timing: the only waits are a hang guard (a failure) and a
+bounded number of polls for processes to be gone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import attack_catalog as C
+import attack_world as W
+import nbformat
+import pytest
+from attack_prelude import PRELUDE
+
+DUMMY = {"pids": "/nonexistent", "soldirs": []}
+ATTACKS = C.catalog(DUMMY)
+KILLERS = C.killer_catalog(DUMMY)
+FOLDER = {"csv_injection": "=1+2-csv_injection"}  # a row id that starts like a formula
+GROUP = 5  # a full and a blank neighbour before every GROUP attacks
+
+
+def folder_of(name: str) -> str:
+    return FOLDER.get(name, name)
+
+
+def attack_notebook(world: W.World, attack: C.Attack):
+    """The submission of one attack: a notebook, or raw bytes."""
+    if attack.raw is not None and attack.raw != b"deep":
+        return None, attack.raw  # written specially by write_submission
+    if attack.raw == b"deep":
+        depth = 100_000
+        return None, ('{"cells": [], "metadata": {"x": ' + "[" * depth + "]" * depth
+                      + '}, "nbformat": 4, "nbformat_minor": 5}').encode()
+    nb = W.student_copy()
+    if attack.mutate == "full":
+        return nb, None
+    if attack.mutate == "object_id":
+        data = json.loads(nbformat.writes(nb))
+        for c in data["cells"]:
+            if c.get("id") == "q1-p3-answer":
+                c["id"] = {"$ref": "q1-p3-answer", "nested": {"a": [1, 2]}}
+        return None, json.dumps(data).encode()
+    if attack.mutate == "blank_q2":
+        W.cell(nb, "q2-answer").source = W.cell(W.EXERCISE, "q2-answer").source
+    body = attack.body.replace("__HONEST_P3__", W.honest("q1-p3-answer"))
+    src = PRELUDE.replace("__CONFIG__", repr(world.config(attack.name))) + body
+    W.cell(nb, attack.cell).source = src
+    return nb, None
+
+
+def honest_full(world: W.World):
+    nb = W.student_copy()
+    for c in nb.cells:
+        if c.id in ("q1-p3-answer", "q1-p4-answer", "q1-general-answer", "q2-answer"):
+            c.source = f"# {world.canaries['classmate']}\n" + c.source
+    return nb
+
+
+@dataclass
+class Batch:
+    world: W.World
+    run: W.GraderRun
+    attacks: dict[str, C.Attack]
+    honest: dict[str, str]  # folder -> "full" | "blank"
+    paths: list[Path]
+    before: dict[str, dict]
+    csv_at_return: bytes | None
+
+    def gradebook(self) -> W.Gradebook:
+        """The gradebook, even after a failed run if it was written (the exit code is checked
+        by its own test)."""
+        assert (self.world.out / "grades.csv").exists() and (self.world.out / "grades.json").exists(), (
+            f"no gradebook: exit code {self.run.rc}, stopped={self.run.stopped}, "
+            f"hung={self.run.hung}; output tail:\n{self.run.output[-3000:]}")
+        return W.read_gradebook(self.world.out, self.world.subs)
+
+
+def grade_batch(world: W.World, attacks: list[C.Attack]) -> Batch:
+    paths, honest, by_name = [], {}, {}
+    k = 0
+
+    def neighbours() -> None:
+        nonlocal k
+        k += 1
+        paths.append(W.write_submission(world, f"honest_full_{k}", honest_full(world)))
+        honest[f"honest_full_{k}"] = "full"
+        paths.append(W.write_submission(world, f"honest_blank_{k}", W.blank()))
+        honest[f"honest_blank_{k}"] = "blank"
+
+    for i, attack in enumerate(attacks):
+        if i % GROUP == 0:
+            neighbours()
+        nb, raw = attack_notebook(world, attack)
+        paths.append(W.write_submission(world, folder_of(attack.name), nb, raw))
+        by_name[attack.name] = attack
+    neighbours()
+    before = {
+        "home": W.snapshot(world.home),
+        "course": W.snapshot(world.course, skip=(world.out,)),
+    }
+    run = W.run_grader(world, paths)
+    csv_path = world.out / "grades.csv"
+    csv_at_return = csv_path.read_bytes() if csv_path.exists() else None
+    return Batch(world, run, by_name, honest, paths, before, csv_at_return)
+
+
+def cleanup(world: W.World) -> None:
+    W.kill_marker_processes(world.marker)
+    W.kill_marker_processes(f"TMPDIR={world.tmp}")  # a grader killed by the suite leaves children
+    W.remove_marker_files(world.marker)
+    world.close()
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    world = W.make_world(tmp_path_factory.mktemp("world"))
+    try:
+        yield grade_batch(world, C.catalog(world.config("")))
+    finally:
+        cleanup(world)
+
+
+# --------------------------------------------------------------------------- checks shared by both batches
+def check_finished(b: Batch) -> None:
+    assert not b.run.stopped, "a submission stopped the grader (SIGSTOP): it would never finish"
+    assert not b.run.hung, f"the grader still ran after {W.HANG_GUARD:g} s"
+    assert b.run.rc == 0, f"exit code {b.run.rc}; output tail:\n{b.run.output[-3000:]}"
+
+
+def check_gradebook_valid(b: Batch) -> None:
+    g = b.gradebook()
+    header = g.csv_text.splitlines()[0].split(",")
+    assert header[:4] == ["submission", "status", "score", "max_score"], header
+    assert header[-4:] == C.Q, header
+    assert not g.unmapped, f"rows that name no student folder: {g.unmapped}"
+    expected = {folder_of(n) for n in b.attacks} | set(b.honest)
+    assert set(g.by_student) == expected, (
+        f"missing rows: {sorted(expected - set(g.by_student))}; extra: {sorted(set(g.by_student) - expected)}")
+    assert len(g.json_data["submissions"]) == len(b.paths) == len(g.csv_rows)
+    for s, entry in g.by_student.items():
+        assert s in g.csv_by_student, f"{s}: its JSON row {entry['submission']!r} has no CSV row"
+        row = g.csv_by_student[s]
+        assert row["status"] == entry["status"], s
+        assert float(row["score"]) == pytest.approx(entry["score"]), s
+        for q in C.Q:
+            assert float(row[q]) == pytest.approx(entry["questions"][q]), (s, q)
+    for row in g.csv_rows:
+        for value in row.values():
+            assert not str(value).startswith(("=", "+", "-", "@")), f"CSV cell not escaped: {value!r}"
+
+
+def check_honest(b: Batch) -> None:
+    g = b.gradebook()
+    wrong = []
+    for s, kind in b.honest.items():
+        e = g.by_student[s]
+        want = C.FULL if kind == "full" else C.ZERO
+        got = (e["status"], float(e["score"]), {q: float(e["questions"][q]) for q in C.Q})
+        if got != ("graded", sum(want.values()), want):
+            wrong.append(f"{s}: {got} (messages: {e.get('messages')})")
+    assert not wrong, "honest neighbours' grades moved:\n" + "\n".join(wrong)
+
+
+def check_attack_row(b: Batch, name: str) -> None:
+    attack = b.attacks[name]
+    e = b.gradebook().by_student[folder_of(name)]
+    got = (e["status"], float(e["score"]), {q: float(e["questions"][q]) for q in C.Q})
+    assert e["status"] in attack.status and got[1:] == (attack.score, attack.per), (
+        f"{name} ({attack.why}): expected status {attack.status}, score {attack.score:g} "
+        f"{attack.per}; got {got}; messages: {e.get('messages')}")
+
+
+def check_world_intact(b: Batch) -> None:
+    w = b.world
+    assert W.snapshot(w.home) == b.before["home"], "the fake HOME changed: " + str(
+        _diff(b.before["home"], W.snapshot(w.home)))
+    after = W.snapshot(w.course, skip=(w.out,))
+    assert after == b.before["course"], "the course folder changed: " + str(_diff(b.before["course"], after))
+    assert (w.teaching / "notes.txt").read_text().endswith(w.canaries["notes"] + "\n")
+    assert not w.out.is_symlink(), "the output folder is a symlink"
+    flags = sorted(p.name for p in w.pids.iterdir())
+    assert not flags, f"attacks left flags (planted code ran, an attack won, a survivor wrote): {flags}"
+    left = W.marker_files(w.marker)
+    assert not left, f"files written by submissions into shared places: {left}"
+    planted = [str(p) for p in w.tmp.rglob("*") if w.marker in p.name or p.suffix in (".py", ".pth")]
+    assert not planted, f"files planted in the grader's TMPDIR survived: {planted[:20]}"
+
+
+def _diff(a: dict, b: dict) -> dict:
+    keys = set(a) | set(b)
+    return {k: (a.get(k), b.get(k)) for k in sorted(keys) if a.get(k) != b.get(k)}
+
+
+def check_no_canary(b: Batch) -> None:
+    blobs = W.tree_blobs(b.world.out)
+    blobs["CLI output"] = b.run.output.encode()
+    hits = W.find_canaries(b.world, blobs)
+    assert not hits, f"canaries leaked: {hits[:20]}"
+    assert f"{b.world.marker}-tiocsti" not in b.run.output, "keystrokes were pushed into the terminal"
+
+
+def check_no_survivors(b: Batch) -> None:
+    alive = W.wait_for_no_survivors(b.world.marker)
+    assert not alive, f"processes started by submissions outlived the grader: {alive[:10]}"
+
+
+# --------------------------------------------------------------------------- set-up
+def test_bwrap_is_installed_and_works():
+    """The sandbox needs bubblewrap and user namespaces: missing means failing, never skipping."""
+    assert shutil.which("bwrap"), "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    r = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                        "--proc", "/proc", "--dev", "/dev", "true"], capture_output=True, text=True)
+    assert r.returncode == 0, f"bwrap cannot create a sandbox here: {r.stderr}"
+
+
+# --------------------------------------------------------------------------- the big batch
+def test_grader_finished(batch):
+    check_finished(batch)
+
+
+def test_gradebook_is_valid(batch):
+    check_gradebook_valid(batch)
+
+
+def test_row_ids_name_the_student(batch):
+    g = batch.gradebook()
+    wrong = [(s, e["submission"]) for s, e in g.by_student.items()
+             if s not in e["submission"] and s.lstrip("=+-@") not in e["submission"]]
+    assert not wrong, f"row ids that lose the student's folder: {wrong[:10]}"
+
+
+def test_honest_neighbours_keep_their_grades(batch):
+    check_honest(batch)
+
+
+@pytest.mark.parametrize("name", [a.name for a in ATTACKS])
+def test_attack_gets_what_it_deserves(batch, name):
+    check_attack_row(batch, name)
+
+
+def test_nothing_outside_the_gradebook_changed(batch):
+    check_world_intact(batch)
+
+
+def test_no_canary_in_gradebook_or_output(batch):
+    check_no_canary(batch)
+
+
+def test_no_connection_reached_the_host(batch):
+    seen = sorted({str(c) for c in batch.world.connections})
+    assert not seen, f"connections reached the suite's host sockets ({len(batch.world.connections)}): {seen}"
+
+
+def test_no_submission_process_survives(batch):
+    check_no_survivors(batch)
+
+
+def test_gradebook_not_edited_after_the_grader_returned(batch):
+    """Last in the module: processes left behind had all the suite's run time to act."""
+    W.wait_for_no_survivors(batch.world.marker)
+    assert batch.csv_at_return is not None, "no grades.csv"
+    now = (batch.world.out / "grades.csv").read_bytes()
+    assert now == batch.csv_at_return, "grades.csv changed after the grader returned"
+    check_gradebook_valid(batch)  # CSV still agrees with the JSON
+
+
+# --------------------------------------------------------------------------- attacks on the grader process
+@pytest.fixture(scope="class")
+def killers(tmp_path_factory):
+    world = W.make_world(tmp_path_factory.mktemp("killers"))
+    try:
+        yield grade_batch(world, C.killer_catalog(world.config("")))
+    finally:
+        cleanup(world)
+
+
+class TestGraderProcessAttacks:
+    """SIGKILL, SIGSTOP, kill(-1), special files: a batch of their own (a class, so that
+    ``--dist loadscope`` may grade it beside the big batch)."""
+
+    def test_grader_finished(self, killers):
+        check_finished(killers)
+
+    def test_gradebook_is_valid(self, killers):
+        check_gradebook_valid(killers)
+
+    def test_honest_neighbours_keep_their_grades(self, killers):
+        check_honest(killers)
+
+    @pytest.mark.parametrize("name", [a.name for a in KILLERS])
+    def test_attack_gets_what_it_deserves(self, killers, name):
+        check_attack_row(killers, name)
+
+    def test_nothing_outside_the_gradebook_changed(self, killers):
+        check_world_intact(killers)
+
+    def test_no_canary_in_gradebook_or_output(self, killers):
+        check_no_canary(killers)
+
+    def test_no_submission_process_survives(self, killers):
+        check_no_survivors(killers)
+
+
+# --------------------------------------------------------------------------- the instructor's --out
+def _one_blank(world: W.World) -> list[Path]:
+    return [W.write_submission(world, "honest_blank_1", W.blank())]
+
+
+def test_out_symlink_to_instructor_folder_is_refused(tmp_path):
+    world = W.make_world(tmp_path / "w")
+    try:
+        before = W.snapshot(world.teaching)
+        link = world.course / "grades-link"
+        link.symlink_to(world.teaching)
+        run = W.run_grader(world, _one_blank(world), out=link)
+        assert run.rc not in (0, None), f"--out through a symlink was accepted:\n{run.output[-2000:]}"
+        assert W.snapshot(world.teaching) == before, "the instructor's folder changed"
+        assert link.is_symlink()
+    finally:
+        cleanup(world)
+
+
+def test_out_on_a_folder_that_is_not_a_gradebook_keeps_it(tmp_path):
+    world = W.make_world(tmp_path / "w")
+    try:
+        before = W.snapshot(world.teaching)
+        run = W.run_grader(world, _one_blank(world), out=world.teaching)
+        assert (world.teaching / "notes.txt").exists(), "the instructor's notes were deleted"
+        if run.rc == 0:  # allowed only if it added a gradebook beside what was there
+            now = W.snapshot(world.teaching)
+            assert {k: v for k, v in now.items() if k in before} == before
+        else:
+            assert W.snapshot(world.teaching) == before
+    finally:
+        cleanup(world)
+
+
+def test_attack_notebooks_are_well_formed(tmp_path):
+    """Guard for the suite itself: every attack cell compiles, so a 0 is the grader's doing."""
+    world = W.make_world(tmp_path / "w")
+    try:
+        for attack in [*C.catalog(world.config("")), *C.killer_catalog(world.config(""))]:
+            nb, raw = attack_notebook(world, attack)
+            if nb is not None:
+                compile(W.cell(nb, attack.cell).source, attack.name, "exec")
+    finally:
+        cleanup(world)
+
