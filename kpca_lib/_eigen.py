@@ -172,13 +172,19 @@ def record_solver_reports() -> Iterator[list[SolverReport]]:
     ...     _ = top_eigh(np.diag([3.0, 2.0, 1.0]), 2, "dense")
     >>> reports[0].used, reports[0].ok
     ('dense', True)
+
+    Blocks nest: an outer block also receives the reports of an inner one (the
+    estimator records which solver it used; a benchmark around it still sees them).
     """
+    outer = _REPORTS.get()
     reports: list[SolverReport] = []
     token = _REPORTS.set(reports)
     try:
         yield reports
     finally:
         _REPORTS.reset(token)
+        if outer is not None:
+            outer.extend(reports)
 
 
 def _publish(report: SolverReport) -> None:

@@ -503,3 +503,14 @@ def test_float32_matrix_gives_float64_pairs(rng, solver):
     np.testing.assert_allclose(w, ref, rtol=1e-9)
     assert V.dtype == np.float64
     np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-9)
+
+
+def test_solver_reports_nest():
+    """An outer record_solver_reports block also sees the reports of an inner one."""
+    from kpca_lib._eigen import record_solver_reports
+
+    with record_solver_reports() as outer:
+        with record_solver_reports() as inner:
+            top_eigh(np.diag([3.0, 2.0, 1.0]), 2, "dense")
+        assert len(inner) == 1
+    assert len(outer) == 1 and outer[0].used == "dense"
