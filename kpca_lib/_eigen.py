@@ -574,22 +574,33 @@ def _arpack_attempt(
     arpack_tol = 0.0 if tol is None else tol
     if dtype_eps > _EPS64:  # a float32-stored matrix cannot give more
         arpack_tol = max(arpack_tol, 10.0 * dtype_eps)
-    v0 = np.random.default_rng(0).uniform(-1.0, 1.0, size=n)
-    start = time.perf_counter()
-    try:
-        w, V = scipy.sparse.linalg.eigsh(op, k=k, which="LA", v0=v0, tol=arpack_tol, maxiter=max_iter)
-    except scipy.sparse.linalg.ArpackNoConvergence as exc:
-        report.attempts.append(
-            Attempt("arpack", "", time.perf_counter() - start, calls[0], None,
-                    f"did not converge ({len(exc.eigenvalues)} of {k} pairs converged, "
-                    f"max_iter = {max_iter})")
-        )
-        return None
-    except scipy.sparse.linalg.ArpackError as exc:
-        report.attempts.append(
-            Attempt("arpack", "", time.perf_counter() - start, calls[0], None, f"ARPACK error: {exc}")
-        )
-        return None
+    # ARPACK's "no shifts could be applied" (error 3) happens with highly repeated
+    # eigenvalues; its own advice is a larger NCV: try scipy's default, then two larger
+    # subspaces (each from another start vector) before giving up.
+    larger = {min(n - 1, max(m * k, 10 * m)) for m in (4, 8)}
+    ncvs: list[int | None] = [None, *sorted(c for c in larger if c > k)]
+    for attempt, ncv in enumerate(ncvs):
+        v0 = np.random.default_rng(attempt).uniform(-1.0, 1.0, size=n)
+        start = time.perf_counter()
+        try:
+            w, V = scipy.sparse.linalg.eigsh(
+                op, k=k, which="LA", v0=v0, tol=arpack_tol, maxiter=max_iter, ncv=ncv
+            )
+            break
+        except scipy.sparse.linalg.ArpackNoConvergence as exc:
+            report.attempts.append(
+                Attempt("arpack", "", time.perf_counter() - start, calls[0], None,
+                        f"did not converge ({len(exc.eigenvalues)} of {k} pairs converged, "
+                        f"max_iter = {max_iter})")
+            )
+            return None
+        except scipy.sparse.linalg.ArpackError as exc:
+            report.attempts.append(
+                Attempt("arpack", "", time.perf_counter() - start, calls[0], None,
+                        f"ARPACK error (ncv = {ncv or 'default'}): {exc}")
+            )
+            if ncv == ncvs[-1]:
+                return None
     w, V = _descending(w, V)
     seconds = time.perf_counter() - start
     check = verify_eigenpairs(

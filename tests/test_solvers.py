@@ -514,3 +514,39 @@ def test_solver_reports_nest():
             top_eigh(np.diag([3.0, 2.0, 1.0]), 2, "dense")
         assert len(inner) == 1
     assert len(outer) == 1 and outer[0].used == "dense"
+
+
+def test_arpack_error_is_retried_with_a_larger_subspace(monkeypatch):
+    """ARPACK's 'no shifts could be applied' (repeated eigenvalues) is retried with a larger NCV."""
+    import scipy.sparse.linalg
+
+    from kpca_lib._eigen import record_solver_reports
+
+    real = scipy.sparse.linalg.eigsh
+    seen = []
+
+    def flaky(*args, ncv=None, **kwargs):
+        seen.append(ncv)
+        if ncv is None:
+            raise scipy.sparse.linalg.ArpackError(3)
+        return real(*args, ncv=ncv, **kwargs)
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", flaky)
+    A = np.diag(np.r_[np.full(30, 2.0), np.linspace(1.0, 0.0, 120)])
+    with record_solver_reports() as reports:
+        w, V = _eigen.top_eigh(A, 10, "arpack")
+    np.testing.assert_allclose(w, 2.0, rtol=1e-10)
+    assert seen[0] is None and seen[1] > 10
+    assert reports[-1].ok and "ARPACK error" in reports[-1].attempts[0].describe()
+
+
+def test_arpack_error_everywhere_is_a_clear_error(monkeypatch):
+    import scipy.sparse.linalg
+
+    def broken(*args, **kwargs):
+        raise scipy.sparse.linalg.ArpackError(3)
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", broken)
+    A = np.diag(np.linspace(2.0, 0.0, 150))
+    with pytest.raises(_eigen.EigenpairsNotVerifiedError, match="eigen_solver='dense'"):
+        _eigen.top_eigh(A, 10, "arpack")
