@@ -574,6 +574,10 @@ for k in kids:
     k.wait()
 '''.replace("__HOLD__", repr(HOLD_MEMORY))))
 
+    A.append(Attack("memory_bomb", status=("crashed",),
+                    why="the kernel itself allocates (and touches) memory until a limit stops it",
+                    body="blocks = []\nwhile True:\n    blocks.append(bytearray(50_000_000))\n"))
+
     A.append(Attack("fork_bomb", why="150 processes", body=r'''
 kids = 0
 for _ in range(150):

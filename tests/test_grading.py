@@ -167,11 +167,9 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
     cell(nb, "q1-general-answer").source = "import os\nos._exit(1)\n"
     save("kernel_exit", nb, "crashed", 9, {**full, "q1_phi_general": 0})
 
-    nb = student_copy()
-    cell(nb, "q2-answer").source = (
-        "blocks = []\nwhile True:\n    blocks.append(bytearray(50_000_000))\n"
-    )
-    save("memory_bomb", nb, "crashed", 9, {**full, "q2_feature_count": 0})
+    # The memory bomb is in tests/test_grading_attacks.py ("memory_bomb"): with this batch's
+    # 4-second cell limit, on a loaded machine the limit of time could fire before the limit
+    # of memory, and the status would depend on the load.
 
     # Tries to kill the grader's nbval worker: inside its PID namespace its parent is the
     # sandbox's init, which ignores the signal; the answer cell defines nothing, so q2 is 0.
@@ -287,7 +285,6 @@ def test_adversarial_batch(tmp_path):
     assert any(c["hidden"] for c in subs["blank"]["checks"])
     assert "ran past the time limit" in " ".join(subs["infinite_loop"]["messages"])
     assert "kernel died" in " ".join(subs["kernel_exit"]["messages"])
-    assert "out of memory" in " ".join(subs["memory_bomb"]["messages"])
     assert "not valid JSON" in subs["truncated"]["messages"][0]
     assert "empty" in subs["empty"]["messages"][0]
     assert "nbformat 3" in subs["old_v3"]["messages"][0]
