@@ -24,6 +24,7 @@ __all__ = [
     "mercer",
     "plotting",
     "preimage",
+    "selection",
     "widgets",
 ]
 __version__ = "0.1.0"
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 _ESTIMATORS = {"PCA": "pca", "KernelPCA": "kernel_pca"}
 _SUBMODULES = {
     "analysis", "approximation", "centering", "datasets", "features", "kernels", "mercer",
-    "plotting", "preimage", "widgets",
+    "plotting", "preimage", "selection", "widgets",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         mercer,
         plotting,
         preimage,
+        selection,
         widgets,
     )
     from .kernel_pca import KernelPCA
