@@ -22,9 +22,11 @@ __all__ = [
     "features",
     "kernels",
     "mercer",
+    "novelty",
     "plotting",
     "preimage",
     "selection",
+    "timing",
     "widgets",
 ]
 __version__ = "0.1.0"
@@ -32,7 +34,7 @@ __version__ = "0.1.0"
 _ESTIMATORS = {"PCA": "pca", "KernelPCA": "kernel_pca"}
 _SUBMODULES = {
     "analysis", "approximation", "centering", "datasets", "features", "kernels", "mercer",
-    "plotting", "preimage", "selection", "widgets",
+    "novelty", "plotting", "preimage", "selection", "timing", "widgets",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
@@ -44,9 +46,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         features,
         kernels,
         mercer,
+        novelty,
         plotting,
         preimage,
         selection,
+        timing,
         widgets,
     )
     from .kernel_pca import KernelPCA
