@@ -12,6 +12,7 @@ broken callback fails the test instead of passing silently.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import ipywidgets as w
 import numpy as np
@@ -488,6 +489,49 @@ def test_answer_recorder_rounds_and_formats():
     label = kw.answer_recorder(choice, "answer_kernel", fmt="{!r}")
     choice.value = "poly"
     assert recorded(label)[0] == "answer_kernel = 'poly'"
+
+
+# --------------------------------------------------------------------------- notebook 04's explorer
+
+NOTEBOOK_04 = Path(__file__).resolve().parents[1] / "notebooks" / "04_kernels_and_mercer.ipynb"
+
+
+def run_notebook_cells(path: Path, cell_ids: list[str]) -> dict:
+    """Execute the code cells ``cell_ids`` of a stored notebook, in order, in one namespace."""
+    import matplotlib.pyplot as plt
+    import nbformat
+
+    cells = {c.get("id"): c for c in nbformat.read(path, as_version=4).cells}
+    missing = [cid for cid in cell_ids if cid not in cells]
+    assert not missing, f"{path.name} has no cells {missing}: update this test"
+    namespace: dict = {}
+    for cid in cell_ids:
+        exec(compile(cells[cid].source, f"{path.name}[{cid}]", "exec"), namespace)
+    plt.close("all")
+    return namespace
+
+
+def test_notebook_04_sigma_explorer():
+    """The σ explorer of notebook 04 (the lecture's own compute/draw functions): it works at
+    both ends of the slider, starts at the σ = 0.5 the text announces, and moving the slider
+    recomputes K and redraws. (This check used to be a "CI check" cell in the lecture.)"""
+    from kpca_lib.kernels import rbf_kernel
+
+    # imports, the 60 points on the circle (and the σ panels), the explorer
+    ns = run_notebook_cells(NOTEBOOK_04, ["km-01", "km-20", "km-23"])
+    explorer, compute, X_circle = ns["explorer"], ns["compute"], ns["X_circle"]
+    slider = explorer.controls["sigma"]
+    assert explorer.values == {"sigma": 0.5} and explorer.last_error is None
+    for sigma in (slider.base**slider.min, slider.base**slider.max):  # σ = 0.01 and σ = 10
+        result = compute(sigma)
+        assert 1 <= result["rank"] <= len(X_circle)
+        np.testing.assert_allclose(result["K"], rbf_kernel(X_circle, sigma=sigma))
+        assert np.all(np.diff(result["eigenvalues"]) <= 0)  # sorted, largest first
+    before = pixels(explorer.figure)
+    result = set_controls(explorer, sigma=1.0)
+    np.testing.assert_allclose(result["K"], rbf_kernel(X_circle, sigma=1.0))
+    assert result["message"].startswith("σ = 1.000")
+    assert_pixels_changed(before, pixels(explorer.figure))
 
 
 # --------------------------------------------------------------------------- in a real kernel
