@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_limits
+
+from ._threads import blas_threads
 
 __all__ = [
     "SymmetricPanels",
@@ -249,7 +250,7 @@ def _fill(
 
     # BLAS is limited to one thread: the blocks are small and the parallelism
     # is across blocks (a multithreaded BLAS would only spin and wait here).
-    with threadpool_limits(1, user_api="blas"):
+    with blas_threads(1):
         if n_threads == 1:
             work(0)
         else:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse.linalg
 from numpy.typing import NDArray
-from threadpoolctl import threadpool_limits
 
 from ._blocked import KernelStats, build_kernel_dense, build_kernel_panels, symmetrize_inplace
 from ._eigen import choose_solver, record_solver_reports, top_eigh, top_eigh_operator
+from ._threads import blas_threads
 from .centering import center_kernel, center_test_kernel_from_means
 from .kernels import (
     KernelEvaluator,
@@ -461,7 +461,7 @@ def cross_kernel(
         with np.errstate(invalid="ignore"):
             return max(float(B.max()), -float(B.min())) if B.size else 0.0
 
-    with threadpool_limits(1 if n_threads > 1 else None, user_api="blas"):
+    with blas_threads(1 if n_threads > 1 else None):
         if n_threads > 1 and len(chunks) > 1:
             with ThreadPoolExecutor(min(n_threads, len(chunks))) as pool:
                 bigs = list(pool.map(one, chunks))

@@ -36,10 +36,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from ._blocked import available_cores
 from ._eigen import flip_signs, top_eigh
+from ._threads import blas_threads
 from ._validation import check_array, check_n_features
 from .kernels import KernelSpec, evaluate, make_kernel
 
@@ -296,7 +296,7 @@ def _map_chunks(
     chunks = list(_chunks(n, chunk_rows))
     if n_threads <= 1 or len(chunks) == 1:
         return [fn(c) for c in chunks]
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
+    with blas_threads(1), ThreadPoolExecutor(n_threads) as pool:
         return list(pool.map(fn, chunks))
 
 
