@@ -61,6 +61,9 @@ test-student-edition: setup
 	echo "student edition: $$dir/edition" && \
 	{ $(BIN)/kpca-course release --student-edition "$$dir/edition" && \
 	  $(BIN)/kpca-course scan "$$dir/edition" && \
+	  start=$$(date +%s) && \
 	  $(MAKE) --no-print-directory -C "$$dir/edition" test PYTHON="$(PYTHON)" VENV=.venv && \
+	  echo "the student edition's make test passed in $$(( $$(date +%s) - start )) s" \
+	       "(.venv included); edition: $$(du -sh --exclude=.venv "$$dir/edition" | cut -f1)" && \
 	  { [ -n "$(KEEP_EDITION)" ] || rm -rf "$$dir"; }; } || \
 	{ echo "ERROR: the student edition failed; it is kept in $$dir/edition" >&2; exit 1; }
