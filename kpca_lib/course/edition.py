@@ -16,8 +16,12 @@ metadata; zip, wheel and tar members; git objects, history included) for what mu
 reach students (:func:`fingerprints`):
 
 * ``solution``: each line of code in a ``### BEGIN SOLUTION`` region with at least
-  :data:`MIN_CHARS` characters that are not white space, and each pair of consecutive
-  non-blank solution lines (of any length), found on consecutive lines;
+  :data:`MIN_CHARS` characters that are not white space (found inside any line, not as part
+  of a longer name or number; a fragment that leaves a bracket open only as a whole line),
+  every line of a one-line region (a whole answer such as ``name = value``, of any length),
+  and each pair of consecutive non-blank solution lines (of any length), found as two
+  consecutive non-blank lines. Lines are compared without white space, with and without
+  their comment, after a prompt or markup (``>>>``, ``#``, backquotes);
 * ``solution-only``: each such line of a ``solution-only`` cell (notes for the instructor);
 * ``hidden-check``: each such line of a hidden-check cell except imports, the names of the
   functions it defines (as whole words) and their docstrings' lines;
@@ -515,9 +519,9 @@ def fingerprints(
         for kind, line, origin, whole in secret_lines:
             texts = {_squash(line)} if kind == "solution-only" else {_squash(line), _squash(_code(line))}
             for text in texts - public - {""}:
-                if whole:
-                    add(kind, text, origin, "exact")
-                elif len(text) >= MIN_CHARS:
+                if whole and _balanced(text):
+                    add(kind, text, origin, "line")
+                elif whole or len(text) >= MIN_CHARS:
                     add(kind, text, origin, "line" if _balanced(text) else "exact")
         for kind, text, origin in pairs:
             if not set(text.split("\n")) <= public:
@@ -613,8 +617,13 @@ def _matches(path: str, glob: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _pattern(text: str, word: bool) -> re.Pattern[str]:
-    return re.compile(rf"(?<!\w){re.escape(text)}(?!\w)" if word else text)
+def _pattern(text: str, bounded: bool) -> re.Pattern[str]:
+    """``text`` as a regex, or (``bounded``) literally, not inside a longer name or number."""
+    if not bounded:
+        return re.compile(text)
+    before = r"(?<!\w)" if re.match(r"\w", text) else ""
+    after = r"(?![\w.])" if re.search(r"\w$", text) else ""
+    return re.compile(before + re.escape(text) + after)
 
 
 def _path_of(name: str) -> str:
@@ -666,8 +675,9 @@ def _scan_text(name: str, prefix: str, text: str, fps: Fingerprints, exempt: boo
     for fp in fps.items:
         if fp.match == "line":
             if fp.text in joined:
+                pattern = _pattern(fp.text, True)
                 for i, s in enumerate(squashed):
-                    if fp.text in s:
+                    if fp.text in s and pattern.search(s):
                         hit(i, fp)
         elif fp.match == "exact":
             for i in whole.get(fp.text, []):
