@@ -104,6 +104,12 @@ def test_edition_is_deterministic_and_regenerates_over_itself(edition, tmp_path)
     assert _tree(again) == _tree(edition)
 
 
+def _previous_is_none(folder: Path) -> bool:
+    from kpca_lib.course.edition import _check_destination
+
+    return _check_destination(ROOT, folder) == []
+
+
 def test_refuses_a_folder_that_is_not_an_edition(tmp_path, capsys):
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -113,6 +119,9 @@ def test_refuses_a_folder_that_is_not_an_edition(tmp_path, capsys):
     assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
     assert main(["release", "--student-edition", str(mine)]) == 2
     assert "not a student edition" in capsys.readouterr().err
+    fresh_clone = tmp_path / "clone"
+    (fresh_clone / ".git").mkdir(parents=True)
+    assert _previous_is_none(fresh_clone)
     for inside_out in (ROOT, ROOT.parent):
         with pytest.raises(EditionError, match="instructor's repository"):
             build_student_edition(ROOT, inside_out)
@@ -184,10 +193,11 @@ def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
     code.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=f"   {line}\n"))
     code.metadata["note"] = f"see {hidden_name} here"
     nb.cells.append(nbformat.v4.new_markdown_cell(f"Solution notes, copied:\n{notes}"))
+    nb.cells.append(nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION"))
     nbformat.write(nb, lecture)
     (dest / "tests" / "test_pair.py").write_text(f"def f():\n    {a}  # short\n\n    {b}\n")
     (dest / "README.md").write_text(f"Hint:\n\n    {exact}\n\nsee solutions/03_mercer.ipynb\n")
-    (dest / "kpca_lib" / "hint.py").write_text(f"# {hidden_line}\nTOKEN = {'env-secret-77e1f0aa'!r}\n")
+    (dest / "kpca_lib" / "hint.py").write_text(f"# {hidden_line} env-secret-77e1f0aa\n")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("inner/secret.txt", "file-secret-3c9a7b1d")
@@ -201,7 +211,8 @@ def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
     expected = {
         ("solution", rel, f"/cells/{nb.cells.index(code)}/outputs/{len(code.outputs) - 1}/text"),
         ("hidden-check", rel, f"/cells/{nb.cells.index(code)}/metadata/note"),
-        ("solution-only", rel, f"/cells/{len(nb.cells) - 1}/source"),
+        ("solution-only", rel, f"/cells/{len(nb.cells) - 2}/source"),
+        ("path", rel, f"/cells/{len(nb.cells) - 1}/source"),
         ("solution", "tests/test_pair.py", "line"),
         ("solution", "README.md", "line"),
         ("path", "README.md", "line"),
@@ -213,10 +224,10 @@ def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
     missing = {e for e in expected if not any(e[0] == f[0] and e[1] == f[1] and f[2].startswith(e[2])
                                               for f in found)}
     assert not missing, f"not found: {missing}\nfound: {sorted(found)}"
-    secrets = [f for f in scan(dest, fps) if f.kind == "secret"]
-    assert {f.file for f in secrets} >= {"kpca_lib/hint.py", "extra.zip!inner/secret.txt",
-                                          "extra.zip!inner/canary.txt"}
-    assert all("secret-" not in f.excerpt for f in secrets)  # the report never prints it
+    findings = scan(dest, fps)
+    assert {f.file for f in findings if f.kind == "secret"} >= {
+        "kpca_lib/hint.py", "extra.zip!inner/secret.txt", "extra.zip!inner/canary.txt"}
+    assert all("secret-" not in str(f) for f in findings)  # a report never shows a secret
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -28,8 +28,9 @@ reach students (:func:`fingerprints`):
 * ``secret``: the grading secret (``$KPCA_GRADING_SECRET`` and
   ``~/.config/kpca-course/grading-secret``, read only if present) and any given canary;
 * ``path``: ``solutions/<a solutions notebook>``, the instructor's ``solutions`` folder as
-  an absolute path, ``solutions/`` anywhere outside ``kpca_lib/course/`` (whose docstrings
-  describe the grader), and a file or folder named ``solutions``.
+  an absolute path, ``solutions/`` and ``### BEGIN SOLUTION`` anywhere outside
+  ``kpca_lib/course/`` (whose code and docstrings describe them), and a file or folder named
+  ``solutions``.
 
 A line of a solutions notebook that also occurs outside its solution regions and hidden
 checks (so in the released exercise, on purpose) is public and not a fingerprint. Lines
@@ -238,8 +239,8 @@ def _check_destination(root: Path, dest: Path) -> list[str]:
         raise EditionError(f"{dest} holds the instructor's repository; choose another folder")
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         raise EditionError(f"{dest} is not a folder")
-    if not dest.exists() or not any(dest.iterdir()):
-        return []
+    if not dest.exists() or all(p.name == ".git" for p in dest.iterdir()):
+        return []  # new, empty, or a fresh clone of an empty repository (its history is scanned)
     previous = _previous_files(dest)
     if previous is None:
         raise EditionError(
@@ -295,8 +296,9 @@ def commit_edition(root: Path, dest: Path) -> bool:
 def build_student_edition(root: Path, dest: Path, *, git: bool = False) -> list[str]:
     """Write the student edition of ``root`` into ``dest``; return the files written.
 
-    ``dest`` must be new, empty, or a previous student edition (marked by :data:`MARKER`),
-    whose listed files are replaced; nothing else in it is touched. With ``git``, ``dest``
+    ``dest`` must be new, empty (a ``.git`` alone counts as empty), or a previous student
+    edition (marked by :data:`MARKER`), whose listed files are replaced; nothing else in it
+    is touched. With ``git``, ``dest``
     becomes a fresh repository with one commit (or, if it is one already, gets one more).
     The leak scan is not run here: see :func:`scan` (the CLI runs both).
     """
@@ -529,6 +531,7 @@ def fingerprints(
         add("path", f"solutions/{path.stem}", path.name, "regex")
     add("path", re.escape(str(solutions.resolve())), "the instructor's solutions folder", "regex")
     add("path", r"solutions/", "solutions/ outside kpca_lib/course/", "regex")
+    add("path", r"###\s*(BEGIN|END) SOLUTION", "a solution marker outside kpca_lib/course/", "regex")
     for secret in [*grading_secrets(), *secrets]:
         if len(secret) < MIN_SECRET:
             fps.notes.append(f"a grading secret of {len(secret)} characters is too short to scan for")
@@ -668,9 +671,13 @@ def _scan_text(name: str, prefix: str, text: str, fps: Fingerprints, exempt: boo
     following = dict(zip(nonblank, nonblank[1:], strict=False))
     found = []
 
+    secrets = [fp.text for fp in fps.items if fp.match == "bytes"]
+
     def hit(i: int, fp: Fingerprint) -> None:
-        allowed = fps.allowed_here(fp, name)
-        found.append(Finding(name, f"{prefix}{i + 1}", fp.kind, fp.origin, lines[i].strip()[:160], allowed))
+        excerpt = lines[i].strip()[:160]
+        for secret in secrets:  # a report never shows a secret
+            excerpt = excerpt.replace(secret, "<the secret>")
+        found.append(Finding(name, f"{prefix}{i + 1}", fp.kind, fp.origin, excerpt, fps.allowed_here(fp, name)))
 
     for fp in fps.items:
         if fp.match == "line":
@@ -694,7 +701,7 @@ def _scan_text(name: str, prefix: str, text: str, fps: Fingerprints, exempt: boo
                 if pattern.search(line):
                     hit(i, fp)
         elif fp.match == "regex":
-            if fp.text == "solutions/" and exempt:
+            if exempt and fp.origin.endswith("outside kpca_lib/course/"):
                 continue
             pattern = _pattern(fp.text, False)
             for i, line in enumerate(lines):
