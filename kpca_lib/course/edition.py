@@ -18,7 +18,8 @@ reach students (:func:`fingerprints`):
 * ``solution``: each line of code in a ``### BEGIN SOLUTION`` region with at least
   :data:`MIN_CHARS` characters that are not white space (found inside any line, not as part
   of a longer name or number; a fragment that leaves a bracket open only as a whole line),
-  every line of a one-line region (a whole answer such as ``name = value``, of any length),
+  every line of a one-line region (a whole answer such as ``name = value``) from
+  :data:`MIN_ANSWER` characters,
   and each pair of consecutive non-blank solution lines (of any length), found as two
   consecutive non-blank lines. Lines are compared without white space, with and without
   their comment, after a prompt or markup (``>>>``, ``#``, backquotes);
@@ -81,6 +82,9 @@ KIND = "kpca-course student edition"
 FORMAT = 1
 #: A single solution line is a fingerprint from this many non-blank characters on.
 MIN_CHARS = 20
+#: A one-line answer (a whole solution region) is a fingerprint from this many characters on
+#: (``n_out=12`` has 8; ``return K``, 7, is too common to mean anything).
+MIN_ANSWER = 8
 #: Secrets shorter than this are not searched for (they would match everywhere); reported.
 MIN_SECRET = 8
 
@@ -521,14 +525,14 @@ def fingerprints(
         for kind, line, origin, whole in secret_lines:
             texts = {_squash(line)} if kind == "solution-only" else {_squash(line), _squash(_code(line))}
             for text in texts - public - {""}:
-                if whole and _balanced(text):
+                if whole and len(text) >= MIN_ANSWER and _balanced(text):
                     add(kind, text, origin, "line")
-                elif whole or len(text) >= MIN_CHARS:
+                elif (whole and len(text) >= MIN_ANSWER) or len(text) >= MIN_CHARS:
                     add(kind, text, origin, "line" if _balanced(text) else "exact")
         for kind, text, origin in pairs:
             if not set(text.split("\n")) <= public:
                 add(kind, text, origin, "pair")
-        add("path", f"solutions/{path.stem}", path.name, "regex")
+        add("path", re.escape(f"solutions/{path.stem}"), path.name, "regex")
     add("path", re.escape(str(solutions.resolve())), "the instructor's solutions folder", "regex")
     add("path", r"solutions/", "solutions/ outside kpca_lib/course/", "regex")
     add("path", r"###\s*(BEGIN|END) SOLUTION", "a solution marker outside kpca_lib/course/", "regex")
