@@ -1,43 +1,22 @@
 # The course's two commands: `make lab` (students) and `make test` (everyone, and CI).
-# Both create .venv from the pinned lock file on first use; nothing else is needed
-# but Python >= 3.11 and make.
+# Set-up, lab and lint are in course.mk, shared with the student edition (edition/Makefile).
 
-PYTHON ?= python3
-VENV   ?= .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.kpca-installed
-PYTEST_JOBS ?= 2
+include course.mk
+
 # Debian's Chromium, driven by Playwright for the browser tests (tests/browser).
 CHROMIUM ?= /usr/bin/chromium
 
-.DEFAULT_GOAL := help
-.PHONY: help setup lab test test-browser lint format lock clean notebooks
+.PHONY: test test-browser test-student-edition format lock notebooks
 
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab"
 	@echo "make test   set up .venv and run every test (lint, unit, notebooks, exercises, browser)"
 	@echo "make test-browser  only the course in a real JupyterLab (headless Chromium)"
+	@echo "make test-student-edition  build the student edition in a temporary folder, scan it for"
+	@echo "            leaks and run its own make test there (from a fresh .venv)"
 	@echo "make notebooks  re-execute the lectures and solutions in place, then regenerate exercises/"
 	@echo "make lock   re-pin requirements-lock.txt from the current .venv (maintainers)"
 	@echo "make clean  remove .venv and caches"
-
-setup: $(STAMP)
-
-$(STAMP): requirements-lock.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The pinned lock file needs Python >= 3.11; run e.g. make PYTHON=python3.11 ...")'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	@touch $@
-
-# JupyterLab refuses to run as root unless told to (containers, Binder-like hosts).
-LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
-
-lab: setup
-	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/01_issues_with_pca.ipynb
-
-lint: setup
-	$(BIN)/ruff check .
 
 format: setup
 	$(BIN)/ruff check --fix .
@@ -45,9 +24,10 @@ format: setup
 
 test: setup lint
 	$(BIN)/kpca-course release --check
-	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope -m "not browser" tests
-	$(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider notebooks solutions
+	$(PYTEST) -n $(PYTEST_JOBS) --dist loadscope -m "not browser" tests
+	$(NBVAL) notebooks solutions
 	@$(MAKE) --no-print-directory test-browser
+	@$(MAKE) --no-print-directory test-student-edition
 
 # The course as students see it: JupyterLab in headless Chromium. Without Chromium this says
 # so loudly and skips; under CI (CI set) a missing Chromium is an error (.ci/run installs it).
@@ -72,5 +52,18 @@ notebooks: setup
 lock: setup
 	$(BIN)/python -m pip freeze --all --exclude-editable --exclude kpca-course --exclude pip | LC_ALL=C sort > requirements-lock.txt
 
-clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info
+# The student edition (README: "Two editions"), built into a temporary folder and proved
+# there: the leak scan, then the edition's own `make test` from nothing (its own .venv from
+# the lock file; pip's cache makes that fast after the first time). On failure the folder is
+# kept and named; KEEP_EDITION=1 keeps it anyway.
+test-student-edition: setup
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/kpca-student-edition.XXXXXX") && \
+	echo "student edition: $$dir/edition" && \
+	{ $(BIN)/kpca-course release --student-edition "$$dir/edition" && \
+	  $(BIN)/kpca-course scan "$$dir/edition" && \
+	  start=$$(date +%s) && \
+	  $(MAKE) --no-print-directory -C "$$dir/edition" test PYTHON="$(PYTHON)" VENV=.venv && \
+	  echo "the student edition's make test passed in $$(( $$(date +%s) - start )) s" \
+	       "(.venv included); edition: $$(du -sh --exclude=.venv "$$dir/edition" | cut -f1)" && \
+	  { [ -n "$(KEEP_EDITION)" ] || rm -rf "$$dir"; }; } || \
+	{ echo "ERROR: the student edition failed; it is kept in $$dir/edition" >&2; exit 1; }

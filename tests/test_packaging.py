@@ -1,11 +1,18 @@
-"""The set-up files agree with each other: pyproject, environment.yml, the lock file."""
+"""The set-up files agree with each other (pyproject, environment.yml, the lock file), and the
+wheel and sdist hold the library and never solutions/."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 import tomllib
 import yaml
 from packaging.requirements import Requirement
@@ -81,9 +88,6 @@ def test_base_install_is_the_library_only():
 
 
 def test_math_modules_never_import_the_course_tooling():
-    import subprocess
-    import sys
-
     code = (
         "import sys, kpca_lib\n"
         "for m in ('analysis', 'approximation', 'centering', 'datasets', 'features', 'kernels',\n"
@@ -95,3 +99,62 @@ def test_math_modules_never_import_the_course_tooling():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# --------------------------------------------------------------------------- wheel and sdist
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    """The sdist of a copy of this repository (solutions/ and tests/ included), and the wheel
+    built from that sdist with pip, as `python -m build` would."""
+    out = tmp_path_factory.mktemp("dist")
+    src = out / "repo"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    assert (src / "solutions").is_dir() and (src / "tests").is_dir()
+    code = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    sdist = out / proc.stdout.strip().splitlines()[-1]
+    with tarfile.open(sdist) as tf:
+        tf.extractall(out / "unpacked", filter="data")
+    (unpacked,) = (out / "unpacked").iterdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "--disable-pip-version-check", "--wheel-dir", str(out), str(unpacked)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("*.whl")
+    return {"sdist": sdist, "wheel": wheel}
+
+
+def _members(path: Path) -> list[str]:
+    if path.suffix == ".whl":
+        with zipfile.ZipFile(path) as zf:
+            return zf.namelist()
+    with tarfile.open(path) as tf:
+        return [m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name and m.isfile()]
+
+
+def test_wheel_and_sdist_hold_the_library_and_never_solutions(dists):
+    wheel, sdist = _members(dists["wheel"]), _members(dists["sdist"])
+    library = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kpca_lib").rglob("*.py")}
+    assert library <= set(wheel) and library <= set(sdist)
+    for name in wheel + sdist:
+        parts = name.split("/")
+        assert "solutions" not in parts and "exercises" not in parts, name
+        assert not name.endswith(".ipynb"), name
+        assert parts[0] not in ("tests", "notebooks", "benchmarks", "edition"), name
+    assert {p.split("/")[0] for p in wheel} == {"kpca_lib", "kpca_course-0.1.0.dist-info"}
+
+
+def test_wheel_and_sdist_pass_the_leak_scan(dists):
+    """No solution line, hidden check or secret in any member (the leak scan of the edition)."""
+    from kpca_lib.course.edition import fingerprints, scan
+
+    fps = fingerprints(ROOT / "solutions", secrets=["kpca-canary-5e0d-packaging"])
+    # the package's description is the instructor's README, which explains solutions/
+    fps.exempt_prefixes += ("README.md", "PKG-INFO", "METADATA")
+    for path in dists.values():
+        leaks = [str(f) for f in scan(path, fps) if not f.allowed]
+        assert not leaks, "\n".join(leaks)

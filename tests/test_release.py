@@ -109,3 +109,12 @@ def test_release_needs_solutions(tmp_path, capsys):
     tmp_path.mkdir()
     assert main(["release", "--solutions", str(tmp_path), "--exercises", str(tmp_path / "e")]) == 2
     assert "no solutions notebooks" in capsys.readouterr().err
+
+
+def test_student_edition_arguments(tmp_path, capsys):
+    assert main(["release", "--git"]) == 2
+    assert "--git goes with --student-edition" in capsys.readouterr().err
+    assert main(["release", "--student-edition", str(tmp_path / "e"), "--check"]) == 2
+    assert main(["scan", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()

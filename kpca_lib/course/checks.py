@@ -17,8 +17,10 @@ Every answer is a *name defined by the question's answer cell*: functions such a
 ``phi_3`` are called on inputs; values such as ``dim_3`` are read. For the two
 widget questions the answer is an assignment line in the answer cell::
 
-    answer_sigma = 0.2    # question q7_sigma_moons (cell id "q7-answer")
-    answer_r = 15         # question q8_eigenfaces_r (cell id "q8-answer")
+    answer_sigma = ...    # question q7_sigma_moons (cell id "q7-answer")
+    answer_r = ...        # question q8_eigenfaces_r (cell id "q8-answer")
+
+(``...`` stands for the value the slider shows; the student edition never holds the answers.)
 
 The widget's ``answer_recorder`` shows that line for the slider's current value; the
 student pastes it into the answer cell and runs it. The grader reads the *source* of

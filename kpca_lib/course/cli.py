@@ -3,9 +3,15 @@
 ::
 
     kpca-course release [--check] [--solutions DIR] [--exercises DIR]
+    kpca-course release --student-edition DIR [--git] [--solutions DIR]
+    kpca-course scan [--solutions DIR] [--secret TEXT] PATH...
     kpca-course grade --assignment NAME [--out DIR] [--resume | --merge] [--root DIR]
                       [--sandbox {bwrap,none}] [--timeout SECONDS] [--jobs N]
                       [--memory MB] SUBMISSION...
+
+Exit codes of ``release --student-edition`` and ``scan``: 0 written / nothing found; 1 the
+leak scan found something (the edition is left for inspection and, with ``--git``, not
+committed); 2 nothing was written or scanned (a folder that is not a student edition...).
 
 Exit codes of ``grade``: 0 every submission has a row; 1 some rows are ``crashed`` by the
 grader's fault (e.g. a full disk): grade them again with ``--merge``; 2 nothing was
@@ -39,10 +45,80 @@ EXIT_INCOMPLETE = 3
 EXIT_INTERRUPTED = 130
 
 
+def _report_scan(findings: list[Any], fps: Any, where: str) -> int:
+    """Print the scan's findings; 1 if any is a leak (not allowed), else 0."""
+    leaks = [f for f in findings if not f.allowed]
+    for note in fps.notes:
+        _say(f"WARNING leak scan: {note}", sys.stderr)
+    for finding in leaks:
+        _say(str(finding), sys.stderr)
+    looked = ", ".join(f"{n} {k}" for k, n in sorted(fps.counts().items()))
+    per_file: dict[str, int] = {}
+    for finding in findings:
+        if finding.allowed:
+            per_file[finding.file] = per_file.get(finding.file, 0) + 1
+    allowed = ", ".join(f"{n} in {name}" for name, n in per_file.items()) or "none"
+    if leaks:
+        _say(f"LEAK SCAN FAILED: {len(leaks)} finding(s) in {where} (looked for {looked}). "
+             "Do not publish it.", sys.stderr)
+        return 1
+    _say(f"leak scan: nothing found in {where} (looked for {looked}; allowed by "
+         f"edition/leak-allow.txt: {allowed}).")
+    return 0
+
+
+def _student_edition(args: argparse.Namespace, solutions: Path) -> int:
+    from .edition import EditionError, build_student_edition, commit_edition, fingerprints, scan
+
+    dest, root = Path(args.student_edition), solutions.resolve().parent
+    try:
+        files = build_student_edition(root, dest, git=False)
+        fps = fingerprints(solutions, instructor_root=root)
+        status = _report_scan(scan(dest, fps), fps, str(dest))
+        if status:
+            return status
+        if args.git:
+            new = commit_edition(root, dest)
+            status = _report_scan(scan(dest, fps), fps, f"{dest} with its git history")
+            print(f"git: {'committed' if new else 'nothing changed; no commit'} in {dest}")
+    except (OSError, ValueError, EditionError) as exc:
+        _say(f"kpca-course release: {exc}", sys.stderr)
+        return 2
+    print(f"wrote the student edition: {len(files)} files in {dest}")
+    return status
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from .edition import EditionError, fingerprints, scan
+    from .release import default_paths
+
+    solutions = Path(args.solutions) if args.solutions else default_paths()[0]
+    try:
+        fps = fingerprints(solutions, secrets=args.secret or ())
+        status = 0
+        for target in args.paths:
+            if not Path(target).exists():
+                raise EditionError(f"{target} does not exist")
+            status = max(status, _report_scan(scan(Path(target), fps), fps, target))
+    except (OSError, ValueError, EditionError) as exc:
+        _say(f"kpca-course scan: {exc}", sys.stderr)
+        return 2
+    return status
+
+
 def _release(args: argparse.Namespace) -> int:
     from .release import default_paths, release
 
     solutions, exercises = default_paths()
+    if args.git and not args.student_edition:
+        print("kpca-course release: --git goes with --student-edition", file=sys.stderr)
+        return 2
+    if args.student_edition:
+        if args.check or args.exercises:
+            print("kpca-course release: --student-edition takes neither --check nor --exercises",
+                  file=sys.stderr)
+            return 2
+        return _student_edition(args, Path(args.solutions) if args.solutions else solutions)
     solutions = Path(args.solutions) if args.solutions else solutions
     exercises = Path(args.exercises) if args.exercises else exercises
     try:
@@ -164,7 +240,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write nothing; exit 1 naming the files that differ")
     rel.add_argument("--solutions", help="solutions folder (default: the repository's)")
     rel.add_argument("--exercises", help="exercises folder (default: the repository's)")
+    rel.add_argument("--student-edition", metavar="DIR",
+                     help="write the student edition (lectures, exercises, library, student tests, "
+                     "README, Makefile, lock file; no solutions) into DIR: a new or empty folder, "
+                     "or a previous student edition, whose files are replaced; then run the leak "
+                     "scan on it")
+    rel.add_argument("--git", action="store_true",
+                     help="with --student-edition: make DIR a fresh git repository with one commit "
+                     "(no history), or add a commit if it is one already")
     rel.set_defaults(func=_release)
+
+    sc = sub.add_parser("scan", help="look for solution code, hidden checks, the grading secret "
+                        "and solutions/ paths in every file of a folder or archive")
+    sc.add_argument("--solutions", help="solutions folder (default: the repository's)")
+    sc.add_argument("--secret", action="append",
+                    help="also look for this text (a canary); repeatable")
+    sc.add_argument("paths", nargs="+", metavar="PATH",
+                    help="a student edition, a wheel, an sdist, any folder or file")
+    sc.set_defaults(func=_scan)
 
     gr = sub.add_parser("grade", help="grade submitted notebooks of one assignment")
     gr.add_argument("--assignment", required=True,

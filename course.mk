@@ -1,0 +1,40 @@
+# The part of the Makefile that the instructor's repository and the student edition share
+# (`kpca-course release --student-edition` copies this file as it is). Both editions' `make lab`
+# and `make test` create .venv from the pinned lock file on first use; nothing else is
+# needed but Python >= 3.11 and make.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.kpca-installed
+PYTEST_JOBS ?= 2
+PYTEST := $(BIN)/python -m pytest
+# Every lecture, as stored, must re-run with the same outputs (figures and timings excepted).
+NBVAL  := $(PYTEST) -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider
+
+# A PYTHONPATH from the caller's shell would import another copy of kpca_lib than .venv's.
+unexport PYTHONPATH
+
+.DEFAULT_GOAL := help
+.PHONY: help setup lab lint clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements-lock.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The pinned lock file needs Python >= 3.11; run e.g. make PYTHON=python3.11 ...")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+# JupyterLab refuses to run as root unless told to (containers, Binder-like hosts).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/01_issues_with_pca.ipynb
+
+lint: setup
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info
