@@ -185,6 +185,41 @@ def test_a_worker_killed_mid_batch_loses_no_grade(tmp_path, client):
     assert killed not in set(client.run(os.getpid).values())
 
 
+def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, client):
+    """Every attempt raises (retries included): the row is `crashed` by the grader, with the
+    reason, and the other rows are unaffected; nothing is left pending."""
+    from kpca_lib.course.grading.cluster import ClusterRunner
+    from kpca_lib.course.grading.grade import grade_batch
+
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+
+    def broken(payload):
+        (attempts / str(len(list(attempts.iterdir())))).touch()
+        raise OSError(28, "No space left on device")
+
+    subs = [write(tmp_path, "full", student_copy())]
+    (tmp_path / "garbage.ipynb").write_text("not json")
+    subs.append(tmp_path / "garbage.ipynb")
+    batch = grade_batch(assignment=ASSIGNMENT, submissions=subs, out=tmp_path / "out",
+                        solutions=ROOT / "solutions", sandbox="none",
+                        cluster=ClusterRunner(client, task=broken, retries=1))
+    got = rows(tmp_path / "out")
+    assert got["full"]["status"] == "crashed" and got["full"]["score"] == 0
+    assert "No space left on device" in got["full"]["grader_error"]
+    assert "cluster could not run it" in got["full"]["grader_error"]
+    assert got["garbage"]["status"] == "invalid"
+    assert [r.submission for r in batch if r.grader_error] == ["full"]
+    assert len(list(attempts.iterdir())) == 2  # the first attempt and one retry
+
+
+def test_workers_must_run_the_graders_code():
+    from kpca_lib.course.grading.cluster import check_worker, source_digest
+
+    assert check_worker("none", source_digest()) == ""
+    assert "different kpca_lib" in check_worker("none", "0" * 64)
+
+
 def test_scheduler_file_and_address_reach_the_same_scheduler(tmp_path, client):
     from kpca_lib.course.grading.cluster import open_cluster
 
