@@ -224,7 +224,7 @@ class ClusterRunner:
             if on_done is not None:
                 try:
                     on_done(run)
-                except BaseException as exc:  # noqa: BLE001 - reported after the batch
+                except Exception as exc:  # reported after the batch (Ctrl-C is not held back)
                     errors.append(exc)
         if errors:
             raise errors[0]
