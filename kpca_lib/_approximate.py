@@ -91,26 +91,42 @@ def fit_approximate(
     """
     n = X.shape[0]
     J = check_n_features_out(n_features, n if approximation == "nystroem" else None)
-    max_k = min(n, J)
-    if n_components is not None:
-        k = check_n_components(n_components, max_k, f"min(n_samples, n_features) = {max_k}")
-    else:
-        k = max_k
-    if approximation == "rff":
-        feature_map = RandomFourierFeatures(J, gamma=spec.gamma, random_state=random_state)
-    else:
-        kernel = spec.function if spec.name == "callable" else spec.name
-        feature_map = NystroemFeatures(
-            J,
-            kernel=kernel,
-            gamma=spec.gamma,
-            degree=spec.degree,
-            coef0=spec.coef0,
-            random_state=random_state,
-        )
+    k = components_to_keep(n_components, n, J)
+    feature_map = make_feature_map(spec, approximation, J, random_state)
     feature_map.fit(X)
     threads = 1 if spec.name == "callable" else n_threads
     result = feature_pca(feature_map._features, X, k, n_threads=threads)
+    return ApproximateResult(feature_map, drop_zero_components(result, n_components), threads)
+
+
+def components_to_keep(n_components: int | None, n: int, J: int) -> int:
+    """The number ``k`` of components to compute: ``n_components``, checked, or ``min(n, J)``."""
+    max_k = min(n, J)
+    if n_components is not None:
+        return check_n_components(n_components, max_k, f"min(n_samples, n_features) = {max_k}")
+    return max_k
+
+
+def make_feature_map(
+    spec: KernelSpec, approximation: str, J: int, random_state: int | np.random.Generator | None
+) -> RandomFourierFeatures | NystroemFeatures:
+    """The unfitted feature map of ``approximation`` with ``J`` features for the kernel ``spec``."""
+    if approximation == "rff":
+        return RandomFourierFeatures(J, gamma=spec.gamma, random_state=random_state)
+    kernel = spec.function if spec.name == "callable" else spec.name
+    return NystroemFeatures(
+        J,
+        kernel=kernel,
+        gamma=spec.gamma,
+        degree=spec.degree,
+        coef0=spec.coef0,
+        random_state=random_state,
+    )
+
+
+def drop_zero_components(result: FeaturePCAResult, n_components: int | None) -> FeaturePCAResult:
+    """Eigenvalues below ``1e-12`` of the largest are rounding: set to 0, or dropped when
+    ``n_components`` is ``None`` (every non-zero component)."""
     eigenvalues = result.eigenvalues
     keep = eigenvalues > 1e-12 * max(float(eigenvalues.max()), 0.0)
     if n_components is None:
@@ -122,7 +138,7 @@ def fit_approximate(
         result.eigenvalues, result.components = eigenvalues[keep], result.components[keep]
     else:
         result.eigenvalues = np.where(keep, eigenvalues, 0.0)
-    return ApproximateResult(feature_map, result, threads)
+    return result
 
 
 def transform_approximate(

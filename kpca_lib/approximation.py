@@ -48,6 +48,8 @@ __all__ = [
     "NystroemFeatures",
     "FeaturePCAResult",
     "feature_pca",
+    "feature_moments",
+    "pca_from_moments",
     "APPROXIMATIONS",
 ]
 
@@ -151,17 +153,21 @@ class RandomFourierFeatures(_FeatureMap):
     def fit(self, X: ArrayLike, y: object = None) -> RandomFourierFeatures:
         """Draw the random frequencies for data with ``X.shape[1]`` features."""
         X = check_array(X)
+        return self._draw(X.shape[1])
+
+    def _draw(self, n_features_in: int) -> RandomFourierFeatures:
+        """Draw the frequencies for ``n_features_in`` input features (they depend on nothing else)."""
         J = check_n_features_out(self.n_features)
         sigma = make_kernel("rbf", sigma=self.sigma, gamma=self.gamma).sigma
         rng = np.random.default_rng(self.random_state)
         n_pairs, odd = divmod(J, 2)
-        self.frequencies_ = rng.standard_normal((X.shape[1], n_pairs + odd)) / sigma
+        self.frequencies_ = rng.standard_normal((n_features_in, n_pairs + odd)) / sigma
         self.phases_ = np.zeros(n_pairs + odd)
         if odd:
             self.phases_[-1] = rng.uniform(0.0, 2.0 * np.pi)
         self._n_pairs = n_pairs
         self._scale = 1.0 / np.sqrt(n_pairs + odd)
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = n_features_in
         self.n_features_out_ = J
         return self
 
@@ -256,12 +262,21 @@ class NystroemFeatures(_FeatureMap):
     def fit(self, X: ArrayLike, y: object = None) -> NystroemFeatures:
         """Choose the landmarks among the rows of ``X`` and factor their kernel matrix."""
         X = check_array(X)
-        kernel_fn = self._kernel_function()  # validates kernel, sigma, degree, coef0
-        J = check_n_features_out(self.n_features, X.shape[0])
+        idx = self._landmark_indices(X.shape[0])
+        return self._fit_landmarks(X[idx], idx)
+
+    def _landmark_indices(self, n_samples: int) -> NDArray[np.intp]:
+        """The sorted rows drawn as landmarks: they depend on ``n_samples`` and the seed only,
+        so any container of the same rows (a Dask array) gets the same landmarks."""
+        self._kernel_function()  # validates kernel, sigma, degree, coef0
+        J = check_n_features_out(self.n_features, n_samples)
         rng = np.random.default_rng(self.random_state)
-        idx = np.sort(rng.choice(X.shape[0], size=J, replace=False))
-        L = X[idx]
-        K_LL = kernel_fn(L)
+        return np.sort(rng.choice(n_samples, size=J, replace=False))
+
+    def _fit_landmarks(self, L: NDArray[np.float64], idx: NDArray[np.intp]) -> NystroemFeatures:
+        """Factor the kernel matrix of the landmarks ``L`` (the rows ``idx`` of the training X)."""
+        J = L.shape[0]
+        K_LL = self._kernel_function()(L)
         K_LL = 0.5 * (K_LL + K_LL.T)
         S, U = np.linalg.eigh(K_LL)
         keep = S > 1e-12 * max(float(S[-1]), 0.0)
@@ -272,7 +287,7 @@ class NystroemFeatures(_FeatureMap):
         self.landmarks_ = L
         self.landmark_indices_ = idx
         self.rank_ = int(keep.sum())
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = L.shape[1]
         self.n_features_out_ = J
         return self
 
@@ -356,13 +371,53 @@ def feature_pca(
     shift = features(X[: min(n, chunk_rows)]).mean(axis=0)
 
     def moments(rows: slice) -> tuple[NDArray, NDArray]:
-        F = features(X[rows])
-        F -= shift
-        return F.sum(axis=0), F.T @ F
+        return feature_moments(features, X[rows], shift, chunk_rows=chunk_rows)
 
     parts = _map_chunks(moments, n, chunk_rows, n_threads)
     total = sum(p[0] for p in parts)
     gram = sum(p[1] for p in parts)
+    return pca_from_moments(total, gram, n, shift, n_components)
+
+
+def feature_moments(
+    features: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+    X: NDArray[np.float64],
+    shift: NDArray[np.float64],
+    *,
+    chunk_rows: int = CHUNK_ROWS,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(Σ_i (Φ(x_i) − shift), Σ_i (Φ(x_i) − shift)(Φ(x_i) − shift)ᵀ)`` over the rows of ``X``.
+
+    The features of at most ``chunk_rows`` rows exist at once, so memory is
+    O(chunk_rows·J + J²) whatever ``X.shape[0]``. Sums of these over disjoint row
+    sets (in any order) give the moments of their union: what a Dask reduction
+    or :meth:`~kpca_lib.kernel_pca.KernelPCA.partial_fit` adds up.
+    """
+    total: NDArray[np.float64] | None = None
+    gram: NDArray[np.float64] | None = None
+    for rows in _chunks(X.shape[0], chunk_rows):
+        F = features(X[rows])
+        F -= shift
+        s, g = F.sum(axis=0), F.T @ F
+        total, gram = (s, g) if total is None or gram is None else (total + s, gram + g)
+    if total is None or gram is None:
+        J = shift.shape[0]
+        return np.zeros(J), np.zeros((J, J))
+    return total, gram
+
+
+def pca_from_moments(
+    total: NDArray[np.float64],
+    gram: NDArray[np.float64],
+    n: int,
+    shift: NDArray[np.float64],
+    n_components: int,
+) -> FeaturePCAResult:
+    """The centred feature PCA from the shifted moments of :func:`feature_moments` over ``n`` rows.
+
+    ``C = gram/n − δδᵀ`` with ``δ = total/n = mean − shift`` is the covariance
+    ``(1/n) Σ (Φ(x_i) − μ)(Φ(x_i) − μ)ᵀ``; its top ``n_components`` eigenpairs.
+    """
     delta = total / n  # mean − shift
     C = gram / n - np.outer(delta, delta)
     C = 0.5 * (C + C.T)

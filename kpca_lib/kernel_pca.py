@@ -40,6 +40,7 @@ from ._approximate import (
     fit_approximate,
     transform_approximate,
 )
+from ._dask import is_dask_array
 from ._eigen import EIGEN_SOLVERS, choose_solver
 from ._exact import ExactResult, NonPSDKernelWarning, fit_exact, transform_exact
 from ._validation import (
@@ -304,6 +305,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _fit(self, X: ArrayLike, *, project: bool) -> NDArray[np.float64] | None:
         """Fit; return the training projections if ``project`` (or they are needed anyway)."""
+        if is_dask_array(X):
+            return self._fit_dask(X, project=project)
         X_in = X
         X = self._validate_X(X, reset=True)
         n = X.shape[0]
@@ -346,14 +349,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             )
             Z = result.projections()
             self.eigen_solver_ = result.solver
-        self._result = result
-        self._spec = spec
-        self.eigenvalues_ = result.eigenvalues
-        self.explained_variance_ = result.eigenvalues / n
-        self.n_components_ = int(result.eigenvalues.size)
-        self.n_features_in_ = X.shape[1]
-        self.gamma_ = spec.gamma
-        self.sigma_ = spec.sigma
+        self._set_fitted(result, spec, n, X.shape[1])
         if self.fit_inverse_transform:
             from .preimage import fit_preimage_map
 
@@ -361,6 +357,49 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 Z, X, kernel_fn=KernelFunction(spec), alpha=float(self.alpha)
             )
         return Z
+
+    def _set_fitted(self, result: ApproximateResult | ExactResult, spec: KernelSpec, n: int,
+                    n_features_in: int) -> None:
+        self._result = result
+        self._spec = spec
+        self.eigenvalues_ = result.eigenvalues
+        self.explained_variance_ = result.eigenvalues / n
+        self.n_components_ = int(result.eigenvalues.size)
+        self.n_features_in_ = n_features_in
+        self.gamma_ = spec.gamma
+        self.sigma_ = spec.sigma
+
+    def _fit_dask(self, X: object, *, project: bool) -> object:
+        """Fit on a Dask array (approximations only; :mod:`kpca_lib._dask`)."""
+        from ._dask import check_dask_array, fit_approximate_dask, transform_dask
+
+        spec = self._check_params(2)
+        approximation = check_approximation(self.approximation, spec)
+        if approximation is None:
+            raise ValueError(
+                "X is a Dask array: exact kernel PCA needs the whole n×n kernel matrix in one "
+                "place, so it does not run on chunks. Use approximation='nystroem' or 'rff' "
+                "(features computed chunk by chunk on the workers), or pass X.compute()."
+            )
+        if self.fit_inverse_transform:
+            raise ValueError(
+                "fit_inverse_transform=True is not supported for a Dask array (the pre-image "
+                "map needs every training point in memory); fit it on X.compute() or a sample."
+            )
+        X = check_dask_array(X)
+        _check_feature_names(self, X, reset=True)
+        self._preimage = None
+        result = fit_approximate_dask(
+            spec,
+            X,
+            self.n_components,
+            approximation=approximation,
+            n_features=self.n_features,
+            random_state=self.random_state,
+        )
+        self.eigen_solver_ = "features"
+        self._set_fitted(result, spec, int(X.shape[0]), int(X.shape[1]))
+        return transform_dask(result, X) if project else None
 
     def fit(self, X: ArrayLike, y: object = None) -> KernelPCA:
         """Fit kernel PCA on ``X`` of shape (n_samples, n_features).
@@ -391,6 +430,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Approximation: ``(Φ(X) − feature_mean_) @ components_.T``.
         """
         check_is_fitted(self, "eigenvalues_")
+        if is_dask_array(X):
+            return self._transform_dask(X)
         X = self._validate_X(X, reset=False)
         result = self._result
         if isinstance(result, ApproximateResult):
@@ -406,6 +447,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return transform_exact(
             self._spec, result, X, n_threads=check_n_jobs(self.n_jobs), block=_TRANSFORM_BLOCK
         )
+
+    def _transform_dask(self, X: object) -> object:
+        from ._dask import check_dask_array, transform_dask
+
+        if not isinstance(self._result, ApproximateResult):
+            raise ValueError(
+                "X is a Dask array: transform of a Dask array needs an approximate fit "
+                "(approximation='nystroem' or 'rff'); for an exact model pass X.compute()."
+            )
+        X = check_dask_array(X)
+        check_n_features(X, self.n_features_in_, type(self).__name__)
+        return transform_dask(self._result, X)
 
     def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
         """Pre-images of projections ``X`` (shape (n, n_components)), by the learned map.

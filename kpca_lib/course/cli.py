@@ -7,6 +7,7 @@
     kpca-course scan [--solutions DIR] [--secret TEXT] PATH...
     kpca-course grade --assignment NAME [--out DIR] [--resume | --merge] [--root DIR]
                       [--sandbox {bwrap,none}] [--timeout SECONDS] [--jobs N]
+                      [--cluster {local:N,tcp://HOST:PORT,SCHEDULER.json}]
                       [--memory MB] SUBMISSION...
 
 Exit codes of ``release --student-edition`` and ``scan``: 0 written / nothing found; 1 the
@@ -172,6 +173,7 @@ def _grade(args: argparse.Namespace) -> int:
             resume=args.resume,
             merge=args.merge,
             root=Path(args.root) if args.root else None,
+            cluster=args.cluster,
         )
     except GradebookWriteError as exc:
         batch = getattr(exc, "batch", None)
@@ -229,6 +231,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _cluster(text: str) -> str:
+    from .grading.cluster import parse_cluster  # does not import Dask
+
+    try:
+        parse_cluster(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kpca-course", description="Release and grade the Kernel PCA course homework."
@@ -283,6 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds per cell before it is interrupted (default: 30)")
     gr.add_argument("--jobs", type=_positive_int, default=min(4, os.cpu_count() or 1),
                     help="submissions graded in parallel (default: number of cores, at most 4)")
+    gr.add_argument("--cluster", type=_cluster, default=None,
+                    help="run the submissions on a Dask cluster (needs the `cluster` extra), one "
+                    "task per submission, instead of --jobs local workers: local:N starts N "
+                    "worker processes on this machine; tcp://HOST:PORT or a scheduler file "
+                    "(.json) uses a running scheduler. The secret and the checks stay here")
     gr.add_argument("--memory", type=_positive_int, default=2048,
                     help="memory limit per kernel in MB (address space; default: 2048)")
     gr.add_argument("--solutions", help="solutions folder (default: the repository's)")

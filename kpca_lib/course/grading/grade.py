@@ -32,6 +32,7 @@ students cannot predict them and a re-run of the same submission gives the same 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -44,7 +45,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,10 +328,13 @@ def _crash(job: _Job, why: str) -> None:
 
 def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jobs: int,
               progress: _Progress, *, sandbox: str = "bwrap",
-              on_job_done: Callable[[_Job], None] | None = None) -> None:
+              on_job_done: Callable[[_Job], None] | None = None,
+              runner: Callable[..., None] = run_all) -> None:
     """Run every job (re-running a notebook without the questions already done after a
     question ran out of time or memory); score each and call ``on_job_done`` once per job.
 
+    ``runner`` runs the notebooks: :func:`~kpca_lib.course.grading.runner.run_all` here,
+    or a cluster's (:meth:`kpca_lib.course.grading.cluster.ClusterRunner.run_all`).
     An exception while preparing, running or collecting one job makes its row
     ``crashed`` with the reason; the batch goes on.
     """
@@ -352,7 +356,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
     pending = [job for job in jobs if not job.finished]
     while pending:
         by_run: dict[int, _Job] = {}
-        runs = []
+        runs: list[Run] = []
         for job in pending:
             job.resume = False
             try:
@@ -392,16 +396,17 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
                 finish(job)
 
         try:
-            run_all(runs, work, timeout=timeout, memory_mb=memory_mb, jobs=n_jobs,
-                    sandbox=sandbox, on_done=done)
+            runner(runs, work, timeout=timeout, memory_mb=memory_mb, jobs=n_jobs,
+                   sandbox=sandbox, on_done=done)
         except Exception as exc:
             for job in by_run.values():
                 if not job.finished and not job.resume:
                     _crash(job, f"{type(exc).__name__}: {exc}")
                     finish(job)
-        for job in by_run.values():  # a run that was never reported cannot stay pending
+        for run in runs:  # a run that was never reported cannot stay pending
+            job = by_run[id(run)]
             if not job.finished and not job.resume:
-                _crash(job, "its run was lost")
+                _crash(job, run.note or "its run was lost")
                 finish(job)
         pending = [job for job in pending if job.resume and not job.finished]
 
@@ -549,6 +554,7 @@ def grade_batch(
     resume: bool = False,
     merge: bool = False,
     root: Path | None = None,
+    cluster: Any = None,
 ) -> Batch:
     """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
 
@@ -563,6 +569,12 @@ def grade_batch(
     and ``RuntimeError`` (sandbox unavailable) before grading anything, and
     :class:`~kpca_lib.course.grading.gradebook.GradebookWriteError` after grading if
     rows could not be written (its ``batch`` attribute holds the rows).
+
+    ``cluster`` (``local:N``, ``tcp://HOST:PORT``, a scheduler file, or a
+    :class:`~kpca_lib.course.grading.cluster.ClusterRunner`) runs the notebooks on a
+    Dask cluster instead of ``jobs`` local workers (:mod:`kpca_lib.course.grading.cluster`);
+    everything else, the secret and the checks included, stays in this process. Without
+    it Dask is not imported.
     """
     if resume and merge:
         raise ValueError("--resume and --merge cannot be used together.")
@@ -571,10 +583,14 @@ def grade_batch(
         known = ", ".join(sorted(p.stem for p in Path(solutions).glob("*.ipynb"))) or "none"
         raise ValueError(f"no assignment {assignment!r} in {solutions} (known: {known}).")
     paths = submission_paths(submissions)
-    _check_sandbox(sandbox)
+    if cluster is None:
+        _check_sandbox(sandbox)
+    elif sandbox not in SANDBOXES:
+        raise ValueError(f"sandbox must be one of {SANDBOXES}; got {sandbox!r}.")
     solution = read_solution(path)
     mode = "resume" if resume else "merge" if merge else "new"
-    with Gradebook(Path(out), assignment=assignment, points=solution.points, mode=mode) as book:
+    with _open_runner(cluster, sandbox) as runner, \
+            Gradebook(Path(out), assignment=assignment, points=solution.points, mode=mode) as book:
         base = Path(os.path.abspath(root)) if root is not None else (
             Path(book.root) if book.root else common_root(paths))
         ids = row_ids(paths, base)
@@ -646,7 +662,7 @@ def grade_batch(
             lost = "the grader lost this submission's result"
             try:
                 _run_jobs(jobs_list, work, timeout, memory_mb, jobs, bar, sandbox=sandbox,
-                          on_job_done=on_job_done)
+                          on_job_done=on_job_done, runner=runner)
             except Exception as exc:
                 lost = _describe(exc)
             for job in jobs_list:
@@ -664,6 +680,20 @@ def grade_batch(
             raise
         batch.counts = _counts(book.rows.values())
     return batch
+
+
+def _open_runner(cluster: Any, sandbox: str) -> contextlib.AbstractContextManager[Callable[..., None]]:
+    """The function that runs the notebooks: local workers, or a Dask cluster's."""
+    if cluster is None:
+        return contextlib.nullcontext(run_all)
+    from .cluster import open_cluster  # imports Dask
+
+    @contextlib.contextmanager
+    def runner() -> Iterator[Callable[..., None]]:
+        with open_cluster(cluster, sandbox=sandbox) as on_cluster:
+            yield on_cluster.run_all
+
+    return runner()
 
 
 def _counts(records: Any) -> dict[str, int]:
