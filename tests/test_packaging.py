@@ -87,14 +87,30 @@ def test_base_install_is_the_library_only():
     assert {"jupyterlab", "nbval", "nbformat"} <= course
 
 
+MATH_MODULES = sorted(
+    p.stem for p in (ROOT / "kpca_lib").glob("*.py") if p.stem != "__init__"
+)
+
+
+def test_every_public_module_is_listed_in_the_package():
+    import kpca_lib
+
+    public = {m for m in MATH_MODULES if not m.startswith("_")} - {"kernel_pca", "pca"}
+    assert public <= set(kpca_lib.__all__), sorted(public - set(kpca_lib.__all__))
+    for name in public:
+        assert getattr(kpca_lib, name).__name__ == f"kpca_lib.{name}"
+
+
 def test_math_modules_never_import_the_course_tooling():
+    """Every module of kpca_lib (private ones too), imported together, pulls in neither the
+    course tooling nor the optional extras (Dask is imported only for a Dask array)."""
     code = (
         "import sys, kpca_lib\n"
-        "for m in ('analysis', 'approximation', 'centering', 'datasets', 'features', 'kernels',\n"
-        "          'mercer', 'pca', 'kernel_pca', 'plotting', 'preimage', 'widgets'):\n"
+        f"for m in {MATH_MODULES!r}:\n"
         "    __import__('kpca_lib.' + m)\n"
         "bad = sorted(m for m in sys.modules if m.startswith(('kpca_lib.course', 'nbformat',\n"
-        "             'nbval', 'jupyterlab', 'nbclient', 'skimage', 'pytest')))\n"
+        "             'nbval', 'jupyterlab', 'nbclient', 'skimage', 'pytest', 'dask',\n"
+        "             'distributed')))\n"
         "assert not bad, bad\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
