@@ -34,7 +34,8 @@ def secret(monkeypatch):
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
+    import distributed  # the `test` extra installs Dask: a missing Dask fails, not skips
+
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
@@ -220,6 +221,23 @@ def test_workers_must_run_the_graders_code():
     assert "different kpca_lib" in check_worker("none", "0" * 64)
 
 
+def test_local_cluster_refuses_a_client_without_its_certificate():
+    """local:N listens on 127.0.0.1 over mutual TLS: another local user cannot connect."""
+    import distributed
+
+    from kpca_lib.course.grading.cluster import open_cluster
+
+    with open_cluster("local:1", sandbox="none") as runner:
+        address = runner.client.scheduler.address
+        assert address.startswith("tls://127.0.0.1:"), address
+        assert len(runner.client.scheduler_info()["workers"]) == 1
+        # A certificate of its own (another user's cluster) is not this cluster's.
+        with pytest.raises((OSError, TimeoutError)):
+            distributed.Client(address, security=distributed.Security.temporary(), timeout=5)
+        with pytest.raises((OSError, TimeoutError)):
+            distributed.Client(address.replace("tls://", "tcp://"), timeout=5)
+
+
 def test_scheduler_file_and_address_reach_the_same_scheduler(tmp_path, client):
     from kpca_lib.course.grading.cluster import open_cluster
 
@@ -235,7 +253,7 @@ def test_scheduler_file_and_address_reach_the_same_scheduler(tmp_path, client):
 # --------------------------------------------------------------------------- Dask arrays
 @pytest.mark.parametrize("approximation", ["nystroem", "rff"])
 def test_dask_array_fit_equals_in_memory_fit(client, approximation):
-    da = pytest.importorskip("dask.array")
+    import dask.array as da
     rng = np.random.default_rng(7)
     X = rng.normal(size=(23_457, 3)) * [1.0, 0.5, 2.0]
     # Uneven row chunks, split columns: the estimator rechunks what it needs.
@@ -263,7 +281,7 @@ def test_dask_array_fit_equals_in_memory_fit(client, approximation):
 
 
 def test_dask_array_input_is_checked(client):
-    da = pytest.importorskip("dask.array")
+    import dask.array as da
     X = np.random.default_rng(0).normal(size=(500, 2))
     with pytest.raises(ValueError, match="exact kernel PCA"):
         KernelPCA(2).fit(da.from_array(X, chunks=100))

@@ -236,7 +236,7 @@ def open_cluster(cluster: str | ClusterRunner, *, sandbox: str) -> Iterator[Clus
     ``cluster`` itself if it is one; a LocalCluster started here is closed on exit.
 
     ``local:N``: N worker processes of one thread each, no dashboard, listening on
-    127.0.0.1 only. Raises ``ValueError`` (bad spec), ``RuntimeError`` (Dask missing, a
+    127.0.0.1 only, over TLS with certificates made for this cluster (``tls://``). Raises ``ValueError`` (bad spec), ``RuntimeError`` (Dask missing, a
     worker cannot grade) and ``OSError`` (the scheduler cannot be reached).
     """
     if isinstance(cluster, ClusterRunner):
@@ -252,9 +252,12 @@ def open_cluster(cluster: str | ClusterRunner, *, sandbox: str) -> Iterator[Clus
         ) from None
     with contextlib.ExitStack() as stack:
         if kind == "local":
+            # TLS with throwaway credentials (mutual: the scheduler refuses a client or
+            # worker without this cluster's certificate), so another user of this machine
+            # cannot reach 127.0.0.1's port and run code as the grader.
             local = stack.enter_context(LocalCluster(
                 n_workers=value, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address=None, silence_logs=logging.ERROR))
+                dashboard_address=None, silence_logs=logging.ERROR, security=True))
             client = stack.enter_context(Client(local))
         elif kind == "address":
             client = stack.enter_context(Client(value, timeout=60))
