@@ -19,7 +19,6 @@ The load average is printed with the numbers: the machine may be shared.
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import json
 import os
@@ -54,24 +53,10 @@ def _cpu_s() -> float:
 
 # ----------------------------------------------------------------------------- grading
 def make_submissions(n: int, folder: Path) -> list[str]:
-    """``n`` full-marks submissions, each with its own comment (as bench_grading.py)."""
-    import nbformat
+    """``n`` full-marks submissions, each with its own comment (bench_grading.py's)."""
+    from bench_grading import make_submissions as make
 
-    from kpca_lib.course.grading.notebooks import meta
-
-    solution = nbformat.read(ROOT / "solutions" / f"{ASSIGNMENT}.ipynb", as_version=4)
-    exercise = nbformat.read(ROOT / "exercises" / f"{ASSIGNMENT}.ipynb", as_version=4)
-    answers = {c.id: c.source for c in solution.cells if meta(c).get("role") == "answer"}
-    files = []
-    for i in range(n):
-        nb = copy.deepcopy(exercise)
-        for c in nb.cells:
-            if c.id in answers:
-                c.source = answers[c.id] + f"\n# student {i}"
-        path = folder / f"student{i:03d}.ipynb"
-        nbformat.write(nb, path)
-        files.append(str(path))
-    return files
+    return make(n, folder, ASSIGNMENT)
 
 
 def grade(files: list[str], out: Path, extra: list[str]) -> float:

@@ -42,20 +42,27 @@ def _grade(argv: list[str], sandbox: str) -> int:
         grade_module._run_jobs = original
 
 
-def run(n: int, jobs: int, assignment: str, sandbox: str) -> tuple[float, float]:
+def make_submissions(n: int, folder: Path, assignment: str) -> list[str]:
+    """``n`` full-marks submissions of ``assignment`` in ``folder``, each with its own comment
+    (so no two are the same file)."""
     solution = nbformat.read(ROOT / "solutions" / f"{assignment}.ipynb", as_version=4)
     exercise = nbformat.read(ROOT / "exercises" / f"{assignment}.ipynb", as_version=4)
     answers = {c.id: c.source for c in solution.cells if meta(c).get("role") == "answer"}
+    files = []
+    for i in range(n):
+        nb = copy.deepcopy(exercise)
+        for c in nb.cells:
+            if c.id in answers:
+                c.source = answers[c.id] + f"\n# student {i}"
+        path = folder / f"student{i:03d}.ipynb"
+        nbformat.write(nb, path)
+        files.append(str(path))
+    return files
+
+
+def run(n: int, jobs: int, assignment: str, sandbox: str) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        files = []
-        for i in range(n):
-            nb = copy.deepcopy(exercise)
-            for c in nb.cells:
-                if c.id in answers:
-                    c.source = answers[c.id] + f"\n# student {i}"
-            path = Path(tmp) / f"student{i:03d}.ipynb"
-            nbformat.write(nb, path)
-            files.append(str(path))
+        files = make_submissions(n, Path(tmp), assignment)
         os.environ.setdefault("KPCA_GRADING_SECRET", "benchmark")
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()

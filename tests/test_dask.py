@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_grading import ASSIGNMENT, ROOT, blank, cell, student_copy
+from test_grading import ASSIGNMENT, ROOT, blank, cell, sandbox_or_skip, student_copy
 
 from kpca_lib.course.cli import main
 from kpca_lib.kernel_pca import KernelPCA
@@ -40,18 +40,6 @@ def client():
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         yield client
-
-
-def sandbox_or_skip() -> str:
-    from kpca_lib.course.grading.sandbox import SandboxUnavailableError, check_sandbox
-
-    try:
-        check_sandbox("bwrap")
-    except SandboxUnavailableError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the grading sandbox must run in CI: {exc}")
-        pytest.skip(f"no sandbox on this machine: {exc}")
-    return "bwrap"
 
 
 def write(tmp: Path, name: str, nb) -> Path:
