@@ -11,7 +11,6 @@ Target: 100 submissions in <= 60 s sandboxed on 2 cores, isolation costing < 10 
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import functools
 import inspect
@@ -25,7 +24,7 @@ import nbformat
 
 from kpca_lib.course.cli import main
 from kpca_lib.course.grading import grade as grade_module
-from kpca_lib.course.grading.notebooks import meta
+from kpca_lib.course.grading.notebooks import meta, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,13 +46,12 @@ def make_submissions(n: int, folder: Path, assignment: str) -> list[str]:
     (so no two are the same file)."""
     solution = nbformat.read(ROOT / "solutions" / f"{assignment}.ipynb", as_version=4)
     exercise = nbformat.read(ROOT / "exercises" / f"{assignment}.ipynb", as_version=4)
-    answers = {c.id: c.source for c in solution.cells if meta(c).get("role") == "answer"}
     files = []
     for i in range(n):
-        nb = copy.deepcopy(exercise)
+        nb = with_answers(exercise, solution)
         for c in nb.cells:
-            if c.id in answers:
-                c.source = answers[c.id] + f"\n# student {i}"
+            if meta(c).get("role") == "answer":
+                c.source += f"\n# student {i}"
         path = folder / f"student{i:03d}.ipynb"
         nbformat.write(nb, path)
         files.append(str(path))

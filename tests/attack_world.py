@@ -34,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 
-from kpca_lib.course.grading.notebooks import meta
+from kpca_lib.course.grading.notebooks import meta, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"
@@ -55,12 +55,7 @@ def cell(nb, cid):
 
 def student_copy(nb=SOLUTION):
     """The exercise layout with the solution's answer cells (a full honest submission)."""
-    out = copy.deepcopy(EXERCISE)
-    answers = {c.id: c.source for c in nb.cells if meta(c).get("role") == "answer"}
-    for c in out.cells:
-        if c.id in answers:
-            c.source = answers[c.id]
-    return out
+    return with_answers(EXERCISE, nb)
 
 
 def blank():

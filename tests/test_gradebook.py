@@ -27,7 +27,7 @@ import pytest
 from kpca_lib.course.cli import EXIT_GRADER_FAILURE, EXIT_INCOMPLETE, EXIT_USAGE, main
 from kpca_lib.course.grading import gradebook as gb
 from kpca_lib.course.grading.grade import _read_submission
-from kpca_lib.course.grading.notebooks import extract_answers, meta, read_solution
+from kpca_lib.course.grading.notebooks import extract_answers, read_solution, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"
@@ -43,12 +43,7 @@ def secret(monkeypatch):
 
 
 def full_copy():
-    out = copy.deepcopy(EXERCISE)
-    answers = {c.id: c.source for c in SOLUTION.cells if meta(c).get("role") == "answer"}
-    for cell in out.cells:
-        if cell.id in answers:
-            cell.source = answers[cell.id]
-    return out
+    return with_answers(EXERCISE, SOLUTION)
 
 
 def save(path: Path, nb) -> Path:

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.notebooks import meta
+from kpca_lib.course.grading.notebooks import meta, with_answers
 from kpca_lib.course.grading.plain import AnswerError, decode, dumps, encode, loads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,12 +30,7 @@ Q = ["q1_phi_p3", "q1_phi_p4", "q1_phi_general", "q2_feature_count"]
 
 def student_copy(nb=SOLUTION):
     """What a student would submit: the exercise layout with these answer cells."""
-    out = copy.deepcopy(EXERCISE)
-    answers = {c.id: c.source for c in nb.cells if meta(c).get("role") == "answer"}
-    for cell in out.cells:
-        if cell.id in answers:
-            cell.source = answers[cell.id]
-    return out
+    return with_answers(EXERCISE, nb)
 
 
 def cell(nb, cid):

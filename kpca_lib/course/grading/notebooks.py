@@ -39,6 +39,7 @@ __all__ = [
     "read_solution",
     "load_hidden_checks",
     "extract_answers",
+    "with_answers",
     "grading_notebook",
     "BEGIN",
     "END",
@@ -55,6 +56,18 @@ def meta(cell: Any) -> dict[str, Any]:
     m = cell.get("metadata", {}) if isinstance(cell, dict) else {}
     k = m.get("kpca", {}) if isinstance(m, dict) else {}
     return k if isinstance(k, dict) else {}
+
+
+def with_answers(exercise: Any, solution_nb: Any) -> Any:
+    """A copy of the released ``exercise`` whose answer cells hold ``solution_nb``'s answers
+    (matched by cell id): what a student who got everything right submits. Used by tests
+    and benchmarks to build submissions."""
+    answers = {c.id: c.source for c in solution_nb.cells if meta(c).get("role") == "answer"}
+    out = copy.deepcopy(exercise)
+    for cell in out.cells:
+        if cell.id in answers:
+            cell.source = answers[cell.id]
+    return out
 
 
 @dataclass
