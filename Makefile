@@ -45,7 +45,7 @@ test-browser: setup
 # Maintainers: store every lecture and solution executed (no timing metadata, so diffs stay
 # small), then regenerate exercises/ from solutions/.
 notebooks: setup
-	ls notebooks/*.ipynb solutions/*.ipynb | xargs -P $(PYTEST_JOBS) -n 1 $(BIN)/jupyter nbconvert \
+	ls notebooks/*.ipynb solutions/*.ipynb | KPCA_CHECKS_RAISE=1 xargs -P $(PYTEST_JOBS) -n 1 $(BIN)/jupyter nbconvert \
 		--to notebook --execute --inplace --ExecutePreprocessor.record_timing=False
 	$(BIN)/kpca-course release
 

@@ -11,7 +11,7 @@ PYTEST_JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest
 # Every lecture, as stored, must re-run with the same outputs (figures and timings excepted).
 # Two notebooks run at once, so each gets one BLAS thread (more only spin on two cores).
-NBVAL  := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PYTEST) -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider
+NBVAL  := KPCA_CHECKS_RAISE=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PYTEST) -n $(PYTEST_JOBS) --dist loadscope --nbval-lax --nbval-current-env -p no:cacheprovider
 
 # A PYTHONPATH from the caller's shell would import another copy of kpca_lib than .venv's.
 unexport PYTHONPATH

@@ -122,7 +122,7 @@ import os, sys, json, time, hmac, hashlib
 M = json.loads(sys.argv[2])
 from kpca_lib.course.grading.evaluate import probe_payload
 from kpca_lib.course.grading.plain import decode, dumps
-from kpca_lib.course.grading.questions import get_question
+from kpca_lib.course.grading.registry import get_question
 ns = {}
 for d in M["soldirs"]:
     try:
@@ -130,7 +130,7 @@ for d in M["soldirs"]:
     except Exception:
         continue
     for c in cells:
-        if c.get("metadata", {}).get("kpca", {}).get("role") in ("setup", "answer"):
+        if c.get("metadata", {}).get("kpca", {}).get("role") in ("setup", "question", "answer"):
             exec("".join(c["source"]), ns)
     break
 mine = M["cwd"]

@@ -108,7 +108,7 @@ def _solution_answers(dirs=None):
             continue
         out = {}
         for c in cells:
-            if c.get("metadata", {}).get("kpca", {}).get("role") in ("answer", "setup"):
+            if c.get("metadata", {}).get("kpca", {}).get("role") in ("setup", "question", "answer"):
                 src = c["source"]
                 out[c.get("id")] = "".join(src) if isinstance(src, list) else src
         if out:
@@ -194,7 +194,7 @@ try:
                 except Exception:
                     continue
                 for c in cells:
-                    if c.get("metadata", {}).get("kpca", {}).get("role") in ("setup", "answer"):
+                    if c.get("metadata", {}).get("kpca", {}).get("role") in ("setup", "question", "answer"):
                         exec("".join(c["source"]), namespace)
                 break
             return export(question)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,19 @@ def released_answers(path: Path, nb: Any) -> dict[str, str]:
 
 
 def execute(nb: Any, folder: Path) -> Any:
-    """Run every cell of ``nb`` (errors are kept in the outputs), in ``folder``."""
-    NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(folder)}}).execute()
+    """Run every cell of ``nb`` (errors are kept in the outputs), in ``folder``, with checks
+    that raise ``CheckFailed`` when they fail (``KPCA_CHECKS_RAISE=1``; in JupyterLab they
+    only print their report, so that *Run All* reaches every question)."""
+    old = os.environ.get("KPCA_CHECKS_RAISE")
+    os.environ["KPCA_CHECKS_RAISE"] = "1"  # the kernel inherits this process's environment
+    try:
+        NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
+                       resources={"metadata": {"path": str(folder)}}).execute()
+    finally:
+        if old is None:
+            os.environ.pop("KPCA_CHECKS_RAISE", None)
+        else:
+            os.environ["KPCA_CHECKS_RAISE"] = old
     return nb
 
 

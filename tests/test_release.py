@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -65,19 +66,25 @@ def test_exercise_content(path):
     assert exercise.metadata["kpca"]["assignment"] == path.stem
     kept = [c for c in solution.cells if meta(c).get("role") not in ("hidden-check", "solution-only")]
     assert [c.id for c in exercise.cells] == [c.id for c in kept]  # ids kept, order kept
+    public = "\n".join(c.source for c in kept if meta(c).get("role") in ("setup", "question", "check"))
     for cell in solution.cells:  # no hidden check's code reaches the exercise
         if meta(cell).get("role") in ("hidden-check", "solution-only"):
-            body = [line for line in cell.source.splitlines() if len(line.strip()) > 30]
+            body = [line for line in cell.source.splitlines() if len(line.strip()) > 30 and line not in public]  # not e.g. imports of public helpers
             assert not any(line in text for line in body)
+    sol_regions = {c.id: c.source.count("### BEGIN SOLUTION") for c in solution.cells}
     for cell in exercise.cells:
         role = meta(cell).get("role")
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
-        if role == "check":
+        if role in ("check", "question"):
             assert cell.metadata["editable"] is False and cell.metadata["deletable"] is False
+        if role == "question":
+            assert cell.metadata["jupyter"] == {"source_hidden": True}
         if role == "answer":
             assert meta(cell)["slot"] == cell.id
             assert "NotImplementedError" in cell.source or "None" in cell.source or "{}" in cell.source
+            # every region a student fills says so
+            assert cell.source.count("# YOUR CODE HERE") >= sol_regions[cell.id] >= 1, cell.source
     json.loads(text)
     assert text.endswith("\n")
 
@@ -95,12 +102,37 @@ def test_strip_solutions_keeps_indentation_and_uses_stubs():
 def test_points_must_match_the_checks(tmp_path):
     nb = nbformat.read(SOLUTIONS[0], as_version=4)
     for cell in nb.cells:
-        if meta(cell).get("role") == "answer":
-            cell.metadata["kpca"]["points"] = 99
+        if meta(cell).get("role") == "question":
+            cell.source = re.sub(r"points=3\)", "points=99)", cell.source, count=1)
             break
     bad = tmp_path / SOLUTIONS[0].name
     nbformat.write(nb, bad)
-    with pytest.raises(ValueError, match="declares 99 points"):
+    with pytest.raises(ValueError, match="declares points=99"):
+        read_solution(bad)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.source.replace('define_question("q1_phi_p3"', 'define_question("q1_other"', 1),
+     "must define exactly that question"),
+    (lambda c: c.source + "\n1 / 0\n", "fails: ZeroDivisionError"),
+    (lambda c: c.source.replace("@q1_p3.probe", "@staticmethod", 1), "has no probe"),
+])
+def test_broken_question_cells_are_clear_errors(tmp_path, edit, message):
+    nb = nbformat.read(SOLUTIONS[0], as_version=4)
+    cell = next(c for c in nb.cells if meta(c).get("role") == "question")
+    cell.source = edit(cell)
+    bad = tmp_path / SOLUTIONS[0].name
+    nbformat.write(nb, bad)
+    with pytest.raises(ValueError, match=message):
+        read_solution(bad)
+
+
+def test_an_answer_without_its_question_cell_is_a_clear_error(tmp_path):
+    nb = nbformat.read(SOLUTIONS[0], as_version=4)
+    nb.cells = [c for c in nb.cells if meta(c).get("role") != "question" or meta(c)["question"] != "q2_feature_count"]
+    bad = tmp_path / SOLUTIONS[0].name
+    nbformat.write(nb, bad)
+    with pytest.raises(ValueError, match="no question cell defines"):
         read_solution(bad)
 
 

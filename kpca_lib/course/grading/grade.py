@@ -64,7 +64,7 @@ from .gradebook import (
 )
 from .notebooks import Solution, extract_answers, grading_notebook, meta, read_solution
 from .plain import encode, loads
-from .questions import Question, get_question
+from .questions import Question
 from .runner import Run, run_all
 
 __all__ = ["Row", "Batch", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
@@ -300,7 +300,7 @@ def _score(job: _Job) -> None:
     row, solution = job.row, job.solution
     row.checks = []
     for qid in solution.questions:
-        question: Question = get_question(qid)
+        question: Question = solution.question(qid)
         hidden = solution.hidden.get(qid, [])
         if qid in job.answers and qid not in job.zeroed:
             answers = decode_payload(job.answers[qid])
@@ -448,19 +448,26 @@ def _feedback(row: Row, solution: Solution) -> str:
     if row.messages:
         lines.append("")
     for qid in solution.questions:
-        q = get_question(qid)
+        q = solution.question(qid)
         lines.append(f"## {qid}: {q.title} ({format_points(row.questions.get(qid, 0))} / "
                      f"{format_points(solution.points[qid])})")
         lines.append("")
-        for r in (r for r in row.checks if r.question == qid):
+        results = [r for r in row.checks if r.question == qid]
+        public = sum(r.points for r in results if not r.hidden)
+        lines.append(f"Public checks (the ones in your notebook, on the grader's inputs): "
+                     f"{format_points(public)} of {format_points(solution.points[qid])} points; "
+                     "the rest are hidden checks.")
+        lines.append("")
+        for r in results:
             mark = "✔" if r.passed else "✘"
             kind = "hidden check" if r.hidden else "check"
             text = f"- {mark} {kind} ({format_points(r.points)} pt): {r.description}"
-            if not r.passed and not r.hidden:
+            if not r.passed:
                 text += f"  \n  {r.message}"
             lines.append(text)
         lines.append("")
-    lines.append("Hidden checks are named by what they test; their code and inputs stay with the grader.")
+    lines.append("Hidden checks are named by what they test and say what failed; their code and "
+                 "inputs stay with the grader.")
     return "\n".join(lines) + "\n"
 
 
@@ -721,7 +728,7 @@ def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work:
     inputs = {}
     for qid in solution.questions:
         srcs = [sources.get(c, "") for c in solution.answer_cells[qid]]
-        inputs[qid] = make_inputs(get_question(qid),
+        inputs[qid] = make_inputs(solution.question(qid),
                                   _question_seed(secret, solution.assignment, qid, srcs))
     scratch = work / f"s{i:04d}"
     scratch.mkdir(mode=0o700)

@@ -2,17 +2,19 @@
 
 Every code cell of a ``solutions/NN_*.ipynb`` notebook carries ``metadata["kpca"]``::
 
-    {"role": "answer", "question": "q1_phi_p3", "points": 3}      # answer cell
-    {"role": "check", "question": "q1_phi_p3"}                    # public check (read-only)
+    {"role": "question", "question": "q1_phi_p3"}   # defines the question (released read-only)
+    {"role": "answer", "question": "q1_phi_p3"}     # answer cell
+    {"role": "check", "question": "q1_phi_p3"}      # public check (read-only)
     {"role": "hidden-check", "question": "q1_phi_p3", "points": 1}  # solutions only
     {"role": "setup"}             # data and imports the answers need (run by the grader)
     {"role": "demo"}              # figures and widgets (not run by the grader)
     {"role": "solution-only"}     # any cell type; removed from the exercises
 
-``points`` of an answer cell is the question's total: its public checks
-(:mod:`kpca_lib.course.grading.questions`) plus its hidden checks. An answer cell may carry
-``"stubs"``: one replacement per ``### BEGIN SOLUTION`` region (default:
-``raise NotImplementedError(...)``). The notebook's own metadata has
+A question cell calls :func:`~kpca_lib.course.grading.registry.define_question` (id,
+title, names, total points, inputs, probe, public checks); its ``points`` must equal its
+public checks' plus its hidden checks' points. An answer cell may carry ``"stubs"``: one
+replacement per ``### BEGIN SOLUTION`` region (default: ``raise NotImplementedError(...)``);
+every stub starts with ``# YOUR CODE HERE``. The notebook's own metadata has
 ``{"kpca": {"assignment": "<stem>", "questions": [...]}}``.
 
 Answer cells are found in a submission by cell id and, failing that, by the
@@ -30,7 +32,8 @@ from typing import Any
 
 import nbformat
 
-from .questions import Check, get_question
+from .questions import Check, Question
+from .registry import collecting
 
 __all__ = [
     "ROLES",
@@ -38,6 +41,7 @@ __all__ = [
     "Solution",
     "read_solution",
     "load_hidden_checks",
+    "load_questions",
     "extract_answers",
     "with_answers",
     "grading_notebook",
@@ -45,7 +49,7 @@ __all__ = [
     "END",
 ]
 
-ROLES = ("setup", "demo", "answer", "check", "hidden-check", "solution-only")
+ROLES = ("setup", "question", "demo", "answer", "check", "hidden-check", "solution-only")
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 NB_VERSION = (4, 5)
@@ -81,10 +85,40 @@ class Solution:
     points: dict[str, float]
     answer_cells: dict[str, list[str]]  # question -> ids of its answer cells, in order
     hidden: dict[str, list[Check]] = field(default_factory=dict)
+    #: The questions as the notebook's question cells define them, by id.
+    defs: dict[str, Question] = field(default_factory=dict)
 
     @property
     def max_score(self) -> float:
         return float(sum(self.points.values()))
+
+    def question(self, qid: str) -> Question:
+        """The question ``qid`` as this notebook defines it."""
+        return self.defs[qid]
+
+
+def load_questions(nb: Any, name: str = "notebook") -> dict[str, Question]:
+    """Execute the question cells of a solutions notebook (trusted code, in this process)
+    and return the questions they define, by id; ``ValueError`` on problems."""
+    out: dict[str, Question] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or meta(cell).get("role") != "question":
+            continue
+        qid = meta(cell).get("question")
+        with collecting() as found:
+            try:
+                exec(compile(cell.source, f"<question cell {cell.get('id')}>", "exec"),
+                     {"__name__": "kpca_question_cell"})
+            except Exception as exc:
+                raise ValueError(f"{name}: question cell {cell.get('id')} fails: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if list(found) != [qid]:
+            raise ValueError(f"{name}: question cell {cell.get('id')} (question {qid!r}) must define "
+                             f"exactly that question with define_question; it defines {list(found)}.")
+        if qid in out:
+            raise ValueError(f"{name}: question {qid} has two question cells.")
+        out[qid] = found[qid].build()
+    return out
 
 
 def _hidden_from_cell(cell: Any) -> Check:
@@ -110,6 +144,8 @@ def _hidden_from_cell(cell: Any) -> Check:
             f"hidden-check cell {cell.get('id')} must call run_hidden_check({qid!r}, fn, globals()) once."
         )
     fn = found[0][1]
+    if not callable(fn):
+        raise ValueError(f"hidden-check cell {cell.get('id')}: run_hidden_check needs a function.")
     description = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
     return Check(f"{qid}.{fn.__name__}", description, float(m.get("points", 1)), fn, hidden=True)
 
@@ -125,11 +161,11 @@ def load_hidden_checks(nb: Any) -> dict[str, list[Check]]:
 
 
 def read_solution(path: str | Path, *, with_hidden: bool = True) -> Solution:
-    """Parse a solutions notebook and validate its metadata (``ValueError`` on problems)."""
+    """Parse a solutions notebook, run its question cells and validate it (``ValueError`` on problems)."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
+    defs = load_questions(nb, path.name)
     questions: list[str] = []
-    points: dict[str, float] = {}
     answers: dict[str, list[str]] = {}
     for i, cell in enumerate(nb.cells):
         m = meta(cell)
@@ -138,23 +174,30 @@ def read_solution(path: str | Path, *, with_hidden: bool = True) -> Solution:
             raise ValueError(f"{path.name}: code cell {i} (id {cell.get('id')}) has no valid kpca role: {role!r}.")
         if role in ("answer", "check", "hidden-check"):
             qid = m.get("question")
-            get_question(qid)
+            if qid not in defs:
+                raise ValueError(
+                    f"{path.name}: cell {cell.get('id')} belongs to question {qid!r}, which no question "
+                    "cell defines; add a cell with role 'question' calling define_question before it."
+                )
             if role == "answer":
                 if qid not in questions:
                     questions.append(qid)
-                    points[qid] = 0.0
                 answers.setdefault(qid, []).append(cell.id)
-                points[qid] += float(m.get("points", 0))
+    for qid in defs:
+        if qid not in questions:
+            raise ValueError(f"{path.name}: question {qid} has no answer cell (role 'answer').")
     hidden = load_hidden_checks(nb) if with_hidden else {}
+    points = {qid: defs[qid].total_points for qid in questions}
     for qid in questions:
-        q = get_question(qid)
+        q = defs[qid]
         expected = q.public_points + sum(c.points for c in hidden.get(qid, []))
-        if with_hidden and abs(expected - points[qid]) > 1e-9:
+        if with_hidden and abs(expected - q.total_points) > 1e-9:
             raise ValueError(
-                f"{path.name}: question {qid} declares {points[qid]:g} points on its answer cells, "
-                f"but its public and hidden checks are worth {expected:g}."
+                f"{path.name}: question {qid} declares points={q.total_points:g}, but its public "
+                f"checks ({q.public_points:g}) and hidden checks "
+                f"({expected - q.public_points:g}) are worth {expected:g}."
             )
-    return Solution(path, nb, path.stem, questions, points, answers, hidden)
+    return Solution(path, nb, path.stem, questions, points, answers, hidden, defs)
 
 
 # --------------------------------------------------------------------------- submissions
@@ -228,7 +271,7 @@ MISSING_STUB = 'raise NotImplementedError("this answer cell is missing from the 
 def grading_notebook(
     solution: Solution, sources: dict[str, str], preamble: str, skip: set[str] | None = None
 ) -> tuple[Any, list[str | None]]:
-    """The notebook that runs: trusted set-up cells, the student's answers, export cells.
+    """The notebook that runs: trusted set-up and question cells, the student's answers, export cells.
 
     Returns the notebook and, for each of its code cells, the question it belongs to
     (``None`` for the preamble and set-up cells). Questions in ``skip`` (already
@@ -251,7 +294,7 @@ def grading_notebook(
             continue
         m = meta(cell)
         role = m.get("role")
-        if role == "setup":
+        if role in ("setup", "question"):
             cells.append(nbformat.v4.new_code_cell(cell.source, id=cell.id))
             owners.append(None)
         elif role == "answer" and m["question"] not in skip:
@@ -267,7 +310,8 @@ def grading_notebook(
 
 
 def release_notebook(solution: Solution) -> Any:
-    """The student copy: solutions stubbed, hidden checks removed, outputs cleared, ids kept."""
+    """The student copy: solutions stubbed, hidden checks removed, question cells read-only and
+    folded, outputs cleared, ids kept."""
     nb = copy.deepcopy(solution.nb)
     cells = []
     for cell in nb.cells:
@@ -277,13 +321,15 @@ def release_notebook(solution: Solution) -> Any:
             continue
         new_meta: dict[str, Any] = {}
         if m:
-            keep = {k: v for k, v in m.items() if k in ("role", "question", "points")}
+            keep = {k: v for k, v in m.items() if k in ("role", "question")}
             if role == "answer":
                 keep["slot"] = cell.id
             new_meta["kpca"] = keep
-        if role == "check":
+        if role in ("check", "question"):
             new_meta["editable"] = False
             new_meta["deletable"] = False
+        if role == "question":  # its probe and public checks: public, but folded away
+            new_meta["jupyter"] = {"source_hidden": True}
         if "tags" in cell.metadata:
             new_meta["tags"] = list(cell.metadata["tags"])
         cell.metadata = new_meta
@@ -320,6 +366,8 @@ def strip_solutions(source: str, stubs: list[str] | str | None, question: str) -
         indent = match.group("indent")
         if stubs and k < len(stubs):
             body = stubs[k]
+            if "YOUR CODE HERE" not in body:
+                body = "# YOUR CODE HERE\n" + body
         else:
             body = f'# YOUR CODE HERE\nraise NotImplementedError("{question}: write your code here")'
         return "".join(f"{indent}{line}\n" for line in body.splitlines())

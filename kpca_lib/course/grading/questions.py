@@ -1,4 +1,9 @@
-"""The homework questions: declared answers, how they are probed, and their public checks.
+"""What a homework question is, and the helpers its question cell uses.
+
+Questions are *defined* in the question cells of ``solutions/`` notebooks (see
+:mod:`kpca_lib.course.grading.registry`); this module holds the :class:`Question` they
+build, the probing helpers (:func:`call`, :func:`call_tuple`, :func:`variable`) and the
+reusable comparisons and diagnoses the course's own question cells call.
 
 A :class:`Question` says
 
@@ -37,14 +42,14 @@ from .plain import (
     as_map,
     encode,
     error_value,
-    plain_list,
 )
 
 __all__ = [
     "Check",
     "Question",
-    "QUESTIONS",
-    "get_question",
+    "call",
+    "call_tuple",
+    "variable",
     "mercer_candidates",
     "homework_moons",
     "homework_faces",
@@ -80,9 +85,17 @@ class Question:
         default=lambda rng: {}
     )
 
+    #: The question's points: its public checks' plus its hidden checks' (0: public only).
+    total_points: float = 0.0
+
     @property
     def public_points(self) -> float:
         return float(sum(c.points for c in self.checks))
+
+    @property
+    def hidden_points(self) -> float:
+        """Points the grader's hidden checks add (declared total minus the public checks)."""
+        return max(0.0, self.total_points - self.public_points)
 
 
 # --------------------------------------------------------------------------- probing helpers
@@ -207,81 +220,41 @@ def _check_phi_identity(
     return f"{label}(x)ᵀ{label}(y) = (xᵀy + 1)^{p} on {X.shape[0]}×{Y.shape[0]} random pairs (relative error {err:.1e})."
 
 
-def _phi_question(qid: str, p: int, fname: str, dname: str, points: tuple[float, float]) -> Question:
-    def make_inputs(rng: np.random.Generator) -> dict[str, Any]:
-        return {
-            "X": rng.normal(size=(7, 2)),
-            "Y": rng.normal(size=(5, 2)),
-            "X_big": rng.uniform(-50, 50, size=(4, 2)),
-            "X_one": rng.normal(size=(1, 2)),
-        }
+def phi_identity(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str) -> str:
+    """Check ``fname``'s features on ``inputs["X"]``, ``inputs["Y"]`` (probed as ``phi_X``, ``phi_Y``)."""
+    return _check_phi_identity(answers, inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
 
-    def probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "phi_X": call(ns, fname, inputs["X"]),
-            "phi_Y": call(ns, fname, inputs["Y"]),
-            "phi_big": call(ns, fname, inputs["X_big"]),
-            "phi_one": call(ns, fname, inputs["X_one"]),
-            "dim": variable(ns, dname),
-        }
 
-    def identity(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-        return _check_phi_identity(answers, inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
-
-    def dimension(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-        dim = as_int(answers["dim"], dname)
-        PX = as_array(answers["phi_X"], f"{fname}(X)", ndim=2)
-        if dim != PX.shape[1]:
-            raise CheckError(
-                f"{dname} = {dim}, but your {fname} returns {PX.shape[1]} features: the dimension "
-                "D is the number of entries of φ(x)."
+def phi_dimension(answers: dict[str, Any], p: int, fname: str, dname: str) -> str:
+    """Check that ``dname`` (probed as ``dim``) is the dimension of ``fname``'s map for d = 2."""
+    dim = as_int(answers["dim"], dname)
+    PX = as_array(answers["phi_X"], f"{fname}(X)", ndim=2)
+    if dim != PX.shape[1]:
+        raise CheckError(
+            f"{dname} = {dim}, but your {fname} returns {PX.shape[1]} features: the dimension "
+            "D is the number of entries of φ(x)."
+        )
+    if dim != math.comb(2 + p, p):
+        raise CheckError(
+            f"{dname} = {dim} matches your {fname}, but it is not the dimension of the "
+            "polynomial feature map: "
+            + (
+                "some monomials appear more than once (e.g. x₁x₂ and x₂x₁); merge them, "
+                "adding their weights under the square root."
+                if dim > math.comb(2 + p, p)
+                else "some monomials are missing; every monomial x₁^a x₂^b with a + b ≤ "
+                f"{p} appears."
             )
-        if dim != math.comb(2 + p, p):
-            raise CheckError(
-                f"{dname} = {dim} matches your {fname}, but it is not the dimension of the "
-                "polynomial feature map: "
-                + (
-                    "some monomials appear more than once (e.g. x₁x₂ and x₂x₁); merge them, "
-                    "adding their weights under the square root."
-                    if dim > math.comb(2 + p, p)
-                    else "some monomials are missing; every monomial x₁^a x₂^b with a + b ≤ "
-                    f"{p} appears."
-                )
-            )
-        return f"{dname} = {fname}'s number of features, and no monomial is repeated."
-
-    checks = (
-        Check(f"{qid}.identity", f"φ(x)ᵀφ(y) = (xᵀy + 1)^{p} on random points in R²", points[0], identity),
-        Check(f"{qid}.dimension", f"{dname} is the dimension D of the feature space", points[1], dimension),
-    )
-    return Question(
-        qid, "01_feature_maps", f"Explicit φ for p = {p}, d = 2", (fname, dname), probe, checks,
-        make_inputs,
-    )
+        )
+    return f"{dname} = {fname}'s number of features, and no monomial is repeated."
 
 
 # --------------------------------------------------------------------------- q1c: general d
-def _general_inputs(rng: np.random.Generator) -> dict[str, Any]:
-    return {
-        "X3": rng.normal(size=(6, 3)), "Y3": rng.normal(size=(5, 3)),
-        "X5": rng.normal(size=(4, 5)), "Y5": rng.normal(size=(3, 5)),
-        "X1": rng.normal(size=(5, 1)), "Y1": rng.normal(size=(4, 1)),
-    }
-
-
-def _general_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "g3x": call(ns, "phi_poly", inputs["X3"], 3), "g3y": call(ns, "phi_poly", inputs["Y3"], 3),
-        "g5x": call(ns, "phi_poly", inputs["X5"], 2), "g5y": call(ns, "phi_poly", inputs["Y5"], 2),
-        "g1x": call(ns, "phi_poly", inputs["X1"], 5), "g1y": call(ns, "phi_poly", inputs["Y1"], 5),
-    }
-
-
-def _general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return _check_phi_identity(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)")
 
 
-def _general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     msg = _check_phi_identity(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)")
     D = as_array(answers["g5x"], "phi_poly(X, 2)", ndim=2).shape[1]
     if D != math.comb(5 + 2, 2):
@@ -293,31 +266,7 @@ def _general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- q2: counting
-def _count_inputs(rng: np.random.Generator) -> dict[str, Any]:
-    pairs = np.column_stack([rng.integers(1, 40, size=8), rng.integers(1, 7, size=8)])
-    triples = []
-    for d, p in np.column_stack([rng.integers(1, 30, size=8), rng.integers(1, 6, size=8)]):
-        D = math.comb(int(d + p), int(p))
-        triples.append([int(d), int(p), int(max(1, D + rng.integers(-2, 3)))])
-    return {
-        "pairs": pairs.astype(int).tolist(),
-        "triples": triples,
-        "big": [[10000, 6], [3001, 5]],
-    }
-
-
-def _count_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    def ints(row: Any) -> list[int]:
-        return [int(v) for v in row]
-
-    return {
-        "counts": plain_list([call(ns, "n_features", *ints(r)) for r in inputs["pairs"]]),
-        "cheaper": plain_list([call(ns, "kernel_cheaper", *ints(r)) for r in inputs["triples"]]),
-        "big": plain_list([call(ns, "n_features", *ints(r)) for r in inputs["big"]]),
-    }
-
-
-def _count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     counts = as_list(answers["counts"], "n_features")
     for (d, p), value in zip(inputs["pairs"], counts, strict=False):
         d, p = int(d), int(p)
@@ -331,7 +280,7 @@ def _count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return f"n_features(d, p) is right on {len(counts)} random (d, p) pairs."
 
 
-def _cheaper_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def cheaper_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     values = as_list(answers["cheaper"], "kernel_cheaper")
     for (d, p, n), value in zip(inputs["triples"], values, strict=False):
         d, p, n = int(d), int(p), int(n)
@@ -346,7 +295,7 @@ def _cheaper_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- q3: Gram PCA
-def _spectrum_data(
+def data_with_spectrum(
     rng: np.random.Generator, n: int, d: int, s: np.ndarray
 ) -> np.ndarray:
     """Data with exactly known covariance eigenvalues s²/n (s descending)."""
@@ -356,25 +305,6 @@ def _spectrum_data(
     U, _ = np.linalg.qr(U)
     V, _ = np.linalg.qr(rng.normal(size=(d, r)))
     return U @ np.diag(s) @ V.T + rng.normal(size=d)[None, :]
-
-
-def _gram_inputs(rng: np.random.Generator) -> dict[str, Any]:
-    s1 = 10.0 * 0.75 ** np.arange(8)
-    s2 = 6.0 * 0.7 ** np.arange(5)
-    s3 = np.array([5.0, 5.0, 3.0, 2.0, 1.0, 0.5])
-    return {
-        "X1": _spectrum_data(rng, 12, 30, s1), "k1": 3,
-        "X2": _spectrum_data(rng, 40, 5, s2), "k2": 2,
-        "X3": _spectrum_data(rng, 20, 8, s3), "k3": 3,
-    }
-
-
-def _gram_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for i in ("1", "2", "3"):
-        ev, W = call_tuple(ns, "gram_pca", 2, inputs["X" + i], int(inputs["k" + i]))
-        out["ev" + i], out["W" + i] = ev, W
-    return out
 
 
 def covariance_reference(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -433,13 +363,13 @@ def compare_gram(answers: dict[str, Any], inputs: dict[str, Any], i: str, what: 
     return f"directions agree with the covariance eigenvectors up to sign (X of shape {X.shape})."
 
 
-def _gram_eigenvalues(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def gram_eigenvalues(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return compare_gram(answers, inputs, "1", "eigenvalues") + " " + compare_gram(
         answers, inputs, "2", "eigenvalues"
     )
 
 
-def _gram_vectors(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def gram_vectors(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return compare_gram(answers, inputs, "1", "vectors") + " " + compare_gram(
         answers, inputs, "2", "vectors"
     )
@@ -450,24 +380,6 @@ def _rbf(A: np.ndarray, B: np.ndarray, sigma: float) -> np.ndarray:
     from ...kernels import rbf_kernel
 
     return rbf_kernel(A, B, sigma=sigma)
-
-
-def _center_inputs(rng: np.random.Generator) -> dict[str, Any]:
-    A, B = rng.normal(size=(10, 2)), rng.normal(size=(4, 2))
-    A2, B2 = rng.normal(size=(7, 3)), rng.normal(size=(1, 3))
-    return {
-        "K": _rbf(A, A, 1.0), "K_new": _rbf(B, A, 1.0),
-        "K2": (A2 @ A2.T + 1.0) ** 2, "K2_new": (B2 @ A2.T + 1.0) ** 2,
-    }
-
-
-def _center_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "Kc": call(ns, "center", inputs["K"]),
-        "Kc_new": call(ns, "center_new", inputs["K_new"], inputs["K"]),
-        "K2c": call(ns, "center", inputs["K2"]),
-        "K2c_new": call(ns, "center_new", inputs["K2_new"], inputs["K2"]),
-    }
 
 
 def compare_centered(answers: dict[str, Any], inputs: dict[str, Any], base: str, new: bool) -> str:
@@ -508,25 +420,6 @@ def kpca_reference(K: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(vals)[::-1][:k]
     vals, vecs = vals[order], vecs[:, order]
     return vals, vecs / np.sqrt(vals)[None, :]
-
-
-def _kpca_inputs(rng: np.random.Generator) -> dict[str, Any]:
-    for _ in range(20):
-        A, B = rng.normal(size=(30, 2)), rng.normal(size=(5, 2))
-        K = _rbf(A, A, 1.5)
-        vals, _ = kpca_reference(K, 4)
-        if np.min(-np.diff(vals)) > 1e-2 * vals[0]:
-            break
-    return {"K": K, "K_new": _rbf(B, A, 1.5), "k": 3}
-
-
-def _kpca_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    K, K_new = inputs["K"], inputs["K_new"]
-    return {
-        "Z": call(ns, "kpca_project", K, int(inputs["k"])),
-        "Z_new": call(ns, "kpca_project_new", K_new, K, int(inputs["k"])),
-        "Z_self": call(ns, "kpca_project_new", K, K, 1),
-    }
 
 
 def compare_kpca(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> str:
@@ -571,11 +464,7 @@ def mercer_candidates() -> dict[str, tuple[str, Callable[[np.ndarray, np.ndarray
     }
 
 
-def _mercer_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"is_kernel": variable(ns, "is_kernel"), "counterexamples": variable(ns, "counterexamples")}
-
-
-def _mercer_complete(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def mercer_complete(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     verdicts = as_map(answers["is_kernel"], "is_kernel")
     missing = sorted(set(mercer_candidates()) - set(verdicts))
     if missing:
@@ -609,7 +498,7 @@ def verify_counterexample(name: str, points: Any) -> str:
     return f"{name}: {'not symmetric' if not result.symmetric else 'not PSD'} on your points"
 
 
-def _mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     verdicts = as_map(answers["is_kernel"], "is_kernel")
     examples = as_map(answers["counterexamples"], "counterexamples")
     rejected = [n for n in mercer_candidates() if verdicts.get(n) is False]
@@ -656,11 +545,7 @@ def homework_faces() -> tuple[Any, np.ndarray, np.ndarray]:
     return pca, train, faces[85]
 
 
-def _sigma_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"sigma": variable(ns, "answer_sigma")}
-
-
-def _sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     from ...analysis import first_component_separates
 
     sigma = as_float(answers["sigma"], "answer_sigma")
@@ -678,11 +563,7 @@ def _sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return f"at σ = {sigma:.4g} a threshold on the first component separates the moons (100%)."
 
 
-def _r_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"r": variable(ns, "answer_r")}
-
-
-def _r_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     from ...analysis import reconstruction_errors
 
     r = as_int(answers["r"], "answer_r")
@@ -697,78 +578,3 @@ def _r_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
             f"{FACE_TARGET:.1%}. Hint: more components lower the error."
         )
     return f"with r = {r} the error {err:.1%} is below {FACE_TARGET:.1%}."
-
-
-# --------------------------------------------------------------------------- registry
-def _q(qid: str, assignment: str, title: str, names: tuple[str, ...], probe: Probe,
-       checks: list[tuple[str, str, float, Callable[..., str]]],
-       make_inputs: Callable[[np.random.Generator], dict[str, Any]] | None = None) -> Question:
-    return Question(
-        qid, assignment, title, names, probe,
-        tuple(Check(f"{qid}.{cid}", desc, pts, fn) for cid, desc, pts, fn in checks),
-        make_inputs or (lambda rng: {}),
-    )
-
-
-QUESTIONS: dict[str, Question] = {
-    q.id: q
-    for q in [
-        _phi_question("q1_phi_p3", 3, "phi_3", "dim_3", (1, 1)),
-        _phi_question("q1_phi_p4", 4, "phi_4", "dim_4", (1, 1)),
-        _q("q1_phi_general", "01_feature_maps", "Explicit φ for any d and p", ("phi_poly",),
-           _general_probe,
-           [("d3", "phi_poly(X, 3)ᵀphi_poly(Y, 3) = (XYᵀ + 1)³ for d = 3", 1, _general_d3),
-            ("d5", "phi_poly(X, 2) for d = 5: the kernel identity and C(d + p, p) features", 1, _general_d5)],
-           _general_inputs),
-        _q("q2_feature_count", "01_feature_maps", "Counting features; when is the kernel cheaper?",
-           ("n_features", "kernel_cheaper"), _count_probe,
-           [("count", "n_features(d, p) = number of monomials of degree ≤ p", 1, _count_check),
-            ("cheaper", "kernel_cheaper(d, p, n) is True exactly when D > n", 1, _cheaper_check)],
-           _count_inputs),
-        _q("q3_gram_pca", "02_pca_and_centering", "PCA through the XᵀX trick", ("gram_pca",),
-           _gram_probe,
-           [("eigenvalues", "eigenvalues equal those of the covariance route (d > n and d < n)", 1,
-             _gram_eigenvalues),
-            ("directions", "unit directions w = Xcᵀβ/√(nλ) equal the covariance eigenvectors up to sign",
-             1, _gram_vectors)],
-           _gram_inputs),
-        _q("q4_centering", "02_pca_and_centering", "Centring kernel matrices",
-           ("center", "center_new"), _center_probe,
-           [("train", "center(K) = K − 1K − K1 + 1K1", 1,
-             lambda a, i: compare_centered(a, i, "K", False)),
-            ("new", "center_new(K_new, K) centres new rows with the training statistics", 1,
-             lambda a, i: compare_centered(a, i, "K", True))],
-           _center_inputs),
-        _q("q5_kpca_projection", "02_pca_and_centering", "Kernel PCA projections (modified step 3)",
-           ("kpca_project", "kpca_project_new"), _kpca_probe,
-           [("train", "projections of the training points match kernel PCA up to sign", 1,
-             lambda a, i: compare_kpca(a, i, "Z")),
-            ("new", "projections of new points match kernel PCA up to sign", 1,
-             lambda a, i: compare_kpca(a, i, "Z_new"))],
-           _kpca_inputs),
-        _q("q6_mercer", "03_mercer", "Which functions are kernels? Evidence by Mercer",
-           ("is_kernel", "counterexamples"), _mercer_probe,
-           [("complete", "a True/False verdict for every candidate", 1, _mercer_complete),
-            ("evidence", "every 'not a kernel' verdict comes with a verified counterexample", 2,
-             _mercer_evidence)]),
-        _q("q7_sigma_moons", "04_widgets_sigma_and_eigenfaces",
-           "A σ whose first kernel principal component separates the moons", ("answer_sigma",),
-           _sigma_probe,
-           [("separates", "the first RBF kernel principal component at answer_sigma separates the moons",
-             2, _sigma_check)]),
-        _q("q8_eigenfaces_r", "04_widgets_sigma_and_eigenfaces",
-           "The smallest number of eigenfaces reaching the target error", ("answer_r",), _r_probe,
-           [("below", "with answer_r eigenfaces the reconstruction error is below the target", 1,
-             _r_check)]),
-    ]
-}
-
-
-def get_question(qid: str) -> Question:
-    """The :class:`Question` with id ``qid`` (``ValueError`` naming the known ids otherwise)."""
-    try:
-        return QUESTIONS[qid]
-    except KeyError:
-        raise ValueError(
-            f"unknown question id {qid!r}; known: {', '.join(sorted(QUESTIONS))}."
-        ) from None
