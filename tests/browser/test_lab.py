@@ -11,6 +11,7 @@ Screenshots of every step go to build/screenshots/ (see conftest.py).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -323,5 +324,13 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
     exec(compile(source, "<answer cell>", "exec"), namespace)
     assert namespace["answer_sigma"] == float(value)
     from kpca_lib.course.checks import check
+    from kpca_lib.course.grading.notebooks import read_solution
 
-    check(SIGMA_QUESTION, namespace)  # raises CheckFailed when any check fails
+    question_cell = next(c for c in read_solution(solution, with_hidden=False).nb.cells
+                         if c.metadata.get("kpca", {}) == {"role": "question", "question": SIGMA_QUESTION})
+    exec(compile(question_cell.source, "<question cell>", "exec"), {})  # defines the question here
+    os.environ["KPCA_CHECKS_RAISE"] = "1"
+    try:
+        check(SIGMA_QUESTION, namespace)  # raises CheckFailed when any check fails
+    finally:
+        del os.environ["KPCA_CHECKS_RAISE"]
