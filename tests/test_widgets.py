@@ -542,12 +542,14 @@ def target_lines(ax):
 
 def test_eigenface_target_question_8():
     """Question 8 with ``target=FACE_TARGET``: the line on the plot, the flag and the status."""
-    pca, _, face = homework_faces()
+    eigenfaces, _, held_out = homework_faces()
     ex = kw.eigenface_explorer(
-        pca, face[None, :], shape=(25, 25), names=["held-out face"], r=5, target=FACE_TARGET
+        eigenfaces, held_out[None, :], shape=(25, 25), names=["held-out face"], r=5,
+        target=FACE_TARGET,
     )
-    errors = reconstruction_errors(pca, face, np.arange(pca.components_.shape[0] + 1))
-    best = smallest_r_below(pca, face, FACE_TARGET)
+    all_r = np.arange(eigenfaces.components_.shape[0] + 1)
+    errors = reconstruction_errors(eigenfaces, held_out, all_r)
+    best = smallest_r_below(eigenfaces, held_out, FACE_TARGET)
     assert best is not None and best > 5
 
     def expected_status(r: int, side: str) -> str:
