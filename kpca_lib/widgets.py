@@ -5,7 +5,12 @@ Each builder returns an :class:`Explorer` (an ``ipywidgets.VBox``) with
 * ``controls``: the named control widgets (``sigma``, ``degree``, ``kernel``, ``r`` ...);
 * ``result``: the latest output of the pure computation (a dict);
 * ``figure``: the matplotlib ``Figure`` that is redrawn on every change;
-* ``last_error``: the exception raised by the last update, or ``None``.
+* ``last_error``: the exception raised by the last update, or ``None``;
+* ``hint``: a one-line ``Label`` under the controls (how to move a slider by one
+  step with the keyboard), or ``None``.
+
+The sliders of the builders are as wide as the notebook (``SLIDER_LAYOUT``): on a
+narrow slider a pixel of mouse movement jumps over whole windows of good values.
 
 Setting a control's ``value`` from code updates ``result`` and ``figure``
 synchronously, so tests drive the widgets without a browser. ipywidgets would
@@ -30,12 +35,38 @@ from .pca import PCA
 from .plotting import plot_errors, plot_points
 
 __all__ = [
+    "SIGMA_STEP",
+    "KEYBOARD_HINT",
     "Explorer",
     "sigma_explorer",
     "kernel_explorer",
     "eigenface_explorer",
     "answer_recorder",
 ]
+
+
+# Step of the log10(σ) sliders. On the two moons of homework 4, question 7
+# (make_moons(100, noise=0.05, random_state=0)) a threshold on the first RBF kernel principal
+# component separates the classes for σ in about [0.178, 0.249] (kpca_lib.analysis.
+# first_component_separates on a fine grid): 0.146 decades. The old step of 0.02 decades put
+# 7 of the 135 slider positions of [0.02, 10] there; 0.004 puts 36 of 675 there, and one step
+# (0.9 % in σ) is about one pixel of a notebook-wide slider. tests/test_widgets.py counts them.
+SIGMA_STEP = 0.004
+# Significant digits of σ in the readout, status line and titles: enough to tell neighbouring
+# positions apart anywhere in the range (one step changes σ by 0.9 %).
+_SIGMA_READOUT = ".4g"  # d3-format of the slider's readout: 0.2000, 1.000, 10.00
+
+
+def _fmt_sigma(sigma: float) -> str:
+    """σ as the slider's readout shows it (4 significant digits, trailing zeros kept)."""
+    return f"{sigma:#.4g}"
+
+
+SLIDER_LAYOUT = {"width": "95%"}
+KEYBOARD_HINT = (
+    "Tip: click the slider's handle, then the arrow keys ← → move it by one step "
+    "(Page Up/Page Down: 5 steps); or click the number and type a value."
+)
 
 
 class Explorer(w.VBox):
@@ -50,6 +81,10 @@ class Explorer(w.VBox):
     draw : callable
         ``draw(figure, result, values)`` draws ``result`` on the cleared figure.
     figsize : (float, float)
+    hint : str, optional
+        One line shown under the controls (e.g. :data:`KEYBOARD_HINT`).
+
+    The controls are laid out in a row that wraps, so a wide slider gets a line of its own.
     """
 
     def __init__(
@@ -58,20 +93,26 @@ class Explorer(w.VBox):
         compute: Callable[..., dict[str, Any]],
         draw: Callable[[Figure, dict[str, Any], dict[str, Any]], None],
         figsize: tuple[float, float] = (9.0, 3.6),
+        *,
+        hint: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.controls = controls
         self.output = w.Output()
         self.status = w.HTML()
+        self.hint = (
+            None if hint is None
+            else w.Label(hint, style={"font_size": "0.9em", "text_color": "#555"})
+        )
         self.figure = Figure(figsize=figsize, layout="constrained")
         self.result: dict[str, Any] = {}
         self.last_error: BaseException | None = None
         self.n_updates = 0
         self._compute = compute
         self._draw = draw
-        super().__init__(
-            [w.HBox(list(controls.values())), self.status, self.output], **kwargs
-        )
+        controls_box = w.HBox(list(controls.values()), layout=w.Layout(flex_flow="row wrap"))
+        hint_row = [] if self.hint is None else [self.hint]
+        super().__init__([controls_box, *hint_row, self.status, self.output], **kwargs)
         for control in controls.values():
             control.observe(self._on_change, names="value")
         self.update()
@@ -140,19 +181,34 @@ def sigma_explorer(
     sigma: float = 1.0,
     sigma_range: tuple[float, float] = (0.02, 10.0),
     n_components: int = 2,
+    sigma_step: float = SIGMA_STEP,
 ) -> Explorer:
     """RBF kernel PCA of ``X`` with a log-scale σ slider.
 
     Left: the data; right: the first two kernel principal components at σ.
     With labels ``y``, the status line reports how well a single threshold on
     the first component separates the classes.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,), optional
+        Two classes.
+    sigma : float
+        Initial σ.
+    sigma_range : (float, float)
+        Smallest and largest σ of the slider.
+    n_components : int
+        Number of kernel principal components computed (at most two are drawn).
+    sigma_step : float
+        Step of the slider in log10(σ) (:data:`SIGMA_STEP`).
     """
     X = np.asarray(X, dtype=float)
     y_arr = None if y is None else np.asarray(y)
     lo, hi = np.log10(sigma_range[0]), np.log10(sigma_range[1])
     slider = w.FloatLogSlider(
-        value=sigma, base=10, min=lo, max=hi, step=0.02, description="σ",
-        continuous_update=False, readout_format=".3f",
+        value=sigma, base=10, min=lo, max=hi, step=sigma_step, description="σ",
+        continuous_update=False, readout_format=_SIGMA_READOUT, layout=SLIDER_LAYOUT,
     )
 
     def compute(sigma: float) -> dict[str, Any]:
@@ -162,7 +218,8 @@ def sigma_explorer(
             acc = threshold_accuracy(Z[:, 0], y_arr)
             out["accuracy"] = acc
             out["message"] = (
-                f"σ = {sigma:.3f}: a threshold on component 1 classifies {acc:.1%} of the points"
+                f"σ = {_fmt_sigma(sigma)}: a threshold on component 1 classifies {acc:.1%} "
+                "of the points"
                 + (" — the classes are separated." if acc == 1.0 else ".")
             )
         return out
@@ -173,10 +230,10 @@ def sigma_explorer(
         Z = result["Z"]
         plot_points(
             Z[:, :2] if Z.shape[1] > 1 else Z, y_arr, ax2,
-            title=f"kernel PCA, RBF σ = {values['sigma']:.3f}",
+            title=f"kernel PCA, RBF σ = {_fmt_sigma(values['sigma'])}",
         )
 
-    return Explorer({"sigma": slider}, compute, draw)
+    return Explorer({"sigma": slider}, compute, draw, hint=KEYBOARD_HINT)
 
 
 def kernel_explorer(X: ArrayLike, y: ArrayLike | None = None) -> Explorer:
@@ -186,8 +243,8 @@ def kernel_explorer(X: ArrayLike, y: ArrayLike | None = None) -> Explorer:
     controls = {
         "kernel": w.Dropdown(options=["rbf", "poly", "linear"], value="rbf", description="kernel"),
         "sigma": w.FloatLogSlider(
-            value=0.3, base=10, min=-1.7, max=1, step=0.02, description="σ",
-            continuous_update=False, readout_format=".3f",
+            value=0.3, base=10, min=-1.7, max=1, step=SIGMA_STEP, description="σ",
+            continuous_update=False, readout_format=_SIGMA_READOUT, layout=SLIDER_LAYOUT,
         ),
         "degree": w.IntSlider(value=2, min=1, max=6, description="degree", continuous_update=False),
     }
@@ -203,13 +260,13 @@ def kernel_explorer(X: ArrayLike, y: ArrayLike | None = None) -> Explorer:
     def draw(fig: Figure, result: dict[str, Any], values: dict[str, Any]) -> None:
         ax = fig.subplots()
         name = {
-            "rbf": f"RBF, σ = {values['sigma']:.3f}",
+            "rbf": f"RBF, σ = {_fmt_sigma(values['sigma'])}",
             "poly": f"polynomial, p = {values['degree']}",
             "linear": "linear (ordinary PCA)",
         }[values["kernel"]]
         plot_points(result["Z"], y_arr, ax, title=f"kernel PCA: {name}")
 
-    return Explorer(controls, compute, draw, figsize=(5.0, 3.8))
+    return Explorer(controls, compute, draw, figsize=(5.0, 3.8), hint=KEYBOARD_HINT)
 
 
 def eigenface_explorer(
@@ -219,6 +276,7 @@ def eigenface_explorer(
     shape: tuple[int, int],
     names: list[str] | None = None,
     r: int = 10,
+    target: float | None = None,
 ) -> Explorer:
     """Reconstruct a few images from their first ``r`` eigenfaces, with an r slider.
 
@@ -233,11 +291,20 @@ def eigenface_explorer(
         Titles of the images.
     r : int
         Initial number of components.
+    target : float, optional
+        A relative error to reach. When given, the error plot draws it as a labelled
+        horizontal line, ``result["below_target"]`` says for each image whether its error
+        at ``r`` is below it (``error < target``), and the status line says so too.
     """
     images = np.atleast_2d(np.asarray(images, dtype=float))
+    if target is not None and not (np.isfinite(target) and target > 0):
+        raise ValueError(f"target must be a positive relative error; got {target!r}.")
     names = names or [f"image {i}" for i in range(len(images))]
     r_max = pca.components_.shape[0]
-    slider = w.IntSlider(value=min(r, r_max), min=0, max=r_max, description="r", continuous_update=False)
+    slider = w.IntSlider(
+        value=min(r, r_max), min=0, max=r_max, description="r", continuous_update=False,
+        layout=SLIDER_LAYOUT,
+    )
     rs = np.arange(r_max + 1)
     curves = {name: reconstruction_errors(pca, img, rs) for name, img in zip(names, images, strict=True)}
 
@@ -245,8 +312,14 @@ def eigenface_explorer(
         W = pca.components_[:r]
         recon = pca.mean_ + ((images - pca.mean_) @ W.T) @ W
         errors = {name: float(curves[name][r]) for name in names}
-        message = ", ".join(f"{n}: {e:.1%}" for n, e in errors.items())
-        return {"r": r, "reconstructions": recon, "errors": errors, "message": f"r = {r}: error {message}"}
+        out: dict[str, Any] = {"r": r, "reconstructions": recon, "errors": errors}
+        if target is None:
+            message = ", ".join(f"{n}: {e:.1%}" for n, e in errors.items())
+        else:
+            out["below_target"] = {n: e < target for n, e in errors.items()}
+            message = ", ".join(f"{n}: {_versus_target(e, target)}" for n, e in errors.items())
+        out["message"] = f"r = {r}: error {message}"
+        return out
 
     def draw(fig: Figure, result: dict[str, Any], values: dict[str, Any]) -> None:
         m = len(images)
@@ -260,9 +333,24 @@ def eigenface_explorer(
                 ax.set_yticks([])
         ax = fig.add_subplot(grid[:, m])
         plot_errors(rs, curves, ax, title="relative error")
+        if target is not None:
+            ax.axhline(target, color="#b00020", ls="--", lw=1.0, label=f"target {target:.1%}")
+            ax.legend(loc="best", fontsize="small")
         ax.axvline(values["r"], color="gray", ls=":")
 
-    return Explorer({"r": slider}, compute, draw, figsize=(3.0 * (len(images) + 1.6), 4.2))
+    return Explorer(
+        {"r": slider}, compute, draw, figsize=(3.0 * (len(images) + 1.6), 4.2), hint=KEYBOARD_HINT
+    )
+
+
+def _versus_target(error: float, target: float) -> str:
+    """``'18.2% — above the target 17.5%'``, with more digits if 1 decimal would hide the side."""
+    side = "below" if error < target else "above" if error > target else "equal to"
+    for digits in range(1, 5):
+        e, t = f"{error:.{digits}%}", f"{target:.{digits}%}"
+        if (e != t) or side == "equal to":
+            break
+    return f"{e} — {side} the target {t}"
 
 
 def answer_recorder(control: w.ValueWidget, variable: str, fmt: str = "{:.4g}") -> w.HTML:

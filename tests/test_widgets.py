@@ -22,10 +22,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from kpca_lib import PCA
 from kpca_lib import widgets as kw
 from kpca_lib.analysis import (
+    first_component_separates,
     kpca_projection,
     reconstruction_errors,
+    smallest_r_below,
     threshold_accuracy,
 )
+from kpca_lib.course.checks import FACE_TARGET, SIGMA_RANGE, homework_faces, homework_moons
 from kpca_lib.datasets import load_faces, make_moons
 
 # --------------------------------------------------------------------------- helpers
@@ -186,11 +189,11 @@ def test_sigma_slider_changes_result_and_figure(moons):
     assert not np.allclose(np.abs(result["Z"]), np.abs(before_Z))
     assert result["accuracy"] == threshold_accuracy(Z[:, 0], y) == 1.0
     assert ex.status.value == (
-        "σ = 0.200: a threshold on component 1 classifies 100.0% of the points"
+        "σ = 0.2000: a threshold on component 1 classifies 100.0% of the points"
         " — the classes are separated."
     )
     data_ax, kpca_ax = ex.figure.axes
-    assert kpca_ax.get_title() == "kernel PCA, RBF σ = 0.200"
+    assert kpca_ax.get_title() == "kernel PCA, RBF σ = 0.2000"
     np.testing.assert_allclose(drawn_by_class(kpca_ax, y), Z)
     np.testing.assert_allclose(drawn_by_class(data_ax, y), X)  # the data panel is unchanged
     assert_pixels_changed(before_pixels, pixels(ex.figure))
@@ -284,6 +287,94 @@ def test_sigma_explorer_bad_labels_fail_at_build(moons):
         kw.sigma_explorer(X, three_classes)
 
 
+# --------------------------------------------------------------------------- homework 4 sliders
+
+
+def slider_positions(slider: w.FloatLogSlider) -> np.ndarray:
+    """Every σ the slider can stop at: ``base**(min + k·step)``, as the browser's slider snaps."""
+    k = np.arange(int(np.floor((slider.max - slider.min) / slider.step + 1e-9)) + 1)
+    return slider.base ** (slider.min + k * slider.step)
+
+
+def separating_positions(
+    slider: w.FloatLogSlider, X, y, within: tuple[float, float] = (0.0, np.inf)
+) -> list[float]:
+    """The slider's positions in ``within`` at which the first RBF component separates ``y``,
+    both at the position itself and at the value of the line a student copies from
+    ``answer_recorder`` (4 significant digits)."""
+    copy = w.FloatLogSlider(base=slider.base, min=slider.min, max=slider.max, step=slider.step)
+    label = kw.answer_recorder(copy, "answer_sigma")
+    good = []
+    for sigma in slider_positions(slider):
+        if not within[0] <= sigma <= within[1]:
+            continue
+        copy.value = sigma
+        pasted = float(recorded(label)[2])
+        if first_component_separates(X, y, sigma)[0] and first_component_separates(X, y, pasted)[0]:
+            good.append(float(sigma))
+    return good
+
+
+MIN_SEPARATING_POSITIONS = 25
+
+
+@pytest.mark.slow  # kernel PCA at about 180 slider positions
+def test_homework_sigma_slider_has_many_separating_positions():
+    """Question 7: the σ slider the homework builds stops often inside the separating window.
+
+    The old slider (step 0.02 decades) is scanned at all its positions: only a few separate
+    the moons, and a student dragging it jumps over the window. Its positions are every fifth
+    position of the new slider, which is then scanned between the old positions just outside
+    the window; positions further out are not counted, so the count is a lower bound.
+    """
+    X, y = homework_moons()
+    ex = kw.sigma_explorer(X, y, sigma=1.0)  # the homework's call
+    slider = ex.controls["sigma"]
+    assert (slider.base ** slider.min, slider.base ** slider.max) == pytest.approx(SIGMA_RANGE)
+
+    old = kw.sigma_explorer(X, y, sigma=1.0, sigma_step=0.02).controls["sigma"]
+    old_good = separating_positions(old, X, y)
+    assert 0 < len(old_good) < MIN_SEPARATING_POSITIONS  # the count can fail
+    around = (old_good[0] / old.base**old.step, old_good[-1] * old.base**old.step)
+
+    good = separating_positions(slider, X, y, within=around)
+    assert len(good) >= MIN_SEPARATING_POSITIONS, f"only {len(good)} positions separate"
+    assert len(good) >= 4 * len(old_good)
+    # one window, no isolated lucky positions: the good positions are neighbours
+    steps = np.diff(np.log10(good)) / slider.step
+    np.testing.assert_allclose(steps, 1.0, atol=1e-6)
+    # the readout tells neighbouring positions apart
+    assert len({format(v, "#.4g") for v in good}) == len(good)
+    # the explorer agrees at a position in the middle of the window
+    middle = good[len(good) // 2]
+    result = set_controls(ex, sigma=middle)
+    assert result["accuracy"] == 1.0 and "the classes are separated" in ex.status.value
+
+
+def test_sliders_are_wide_with_a_keyboard_hint(moons, faces):
+    X, y = moons
+    pca, images, names = faces
+    explorers = {
+        "sigma": kw.sigma_explorer(X, y),
+        "kernel": kw.kernel_explorer(X, y),
+        "r": kw.eigenface_explorer(pca, images, shape=(25, 25), names=names),
+    }
+    for name, ex in explorers.items():
+        slider = ex.controls["r" if name == "r" else "sigma"]
+        assert slider.layout.width == "95%", name
+        controls_box, hint, status, output = ex.children
+        assert controls_box.layout.flex_flow == "row wrap", "a wide slider gets its own line"
+        assert hint is ex.hint and isinstance(hint, w.Label), name
+        assert "arrow keys" in hint.value and "one step" in hint.value
+        # the status line stays the first HTML widget (what a student, and the browser test, reads)
+        assert status is ex.status and isinstance(status, w.HTML) and not isinstance(hint, w.HTML)
+        assert output is ex.output
+    sigma = explorers["sigma"].controls["sigma"]
+    assert sigma.step == kw.SIGMA_STEP and sigma.readout_format == ".4g"
+    assert explorers["kernel"].controls["sigma"].step == kw.SIGMA_STEP
+    assert explorers["kernel"].controls["degree"].layout.width is None  # only σ is widened
+
+
 # --------------------------------------------------------------------------- kernel_explorer
 
 
@@ -296,7 +387,7 @@ def test_kernel_explorer_builds(moons):
     assert all(c.continuous_update is False for c in (ex.controls["sigma"], ex.controls["degree"]))
     np.testing.assert_allclose(ex.result["Z"], kpca_projection(X, kernel="rbf", sigma=0.3))
     (ax,) = ex.figure.axes
-    assert ax.get_title() == "kernel PCA: RBF, σ = 0.300"
+    assert ax.get_title() == "kernel PCA: RBF, σ = 0.3000"
     np.testing.assert_allclose(drawn_by_class(ax, y), ex.result["Z"])
 
 
@@ -309,7 +400,7 @@ def test_kernel_explorer_sigma(moons):
     np.testing.assert_allclose(result["Z"], Z)
     assert result["accuracy"] == threshold_accuracy(Z[:, 0], y)
     assert ex.status.value == f"threshold accuracy on component 1: {result['accuracy']:.1%}"
-    assert ex.figure.axes[0].get_title() == "kernel PCA: RBF, σ = 0.200"
+    assert ex.figure.axes[0].get_title() == "kernel PCA: RBF, σ = 0.2000"
     np.testing.assert_allclose(drawn_by_class(ex.figure.axes[0], y), Z)
     assert_pixels_changed(before, pixels(ex.figure))
 
@@ -443,6 +534,73 @@ def test_eigenface_default_names(faces):
     before = pixels(ex.figure)
     set_controls(ex, r=6)
     assert_pixels_changed(before, pixels(ex.figure))
+
+
+def target_lines(ax):
+    return [line for line in ax.get_lines() if line.get_label().startswith("target")]
+
+
+def test_eigenface_target_question_8():
+    """Question 8 with ``target=FACE_TARGET``: the line on the plot, the flag and the status."""
+    eigenfaces, _, held_out = homework_faces()
+    ex = kw.eigenface_explorer(
+        eigenfaces, held_out[None, :], shape=(25, 25), names=["held-out face"], r=5,
+        target=FACE_TARGET,
+    )
+    all_r = np.arange(eigenfaces.components_.shape[0] + 1)
+    errors = reconstruction_errors(eigenfaces, held_out, all_r)
+    best = smallest_r_below(eigenfaces, held_out, FACE_TARGET)
+    assert best is not None and best > 5
+
+    def expected_status(r: int, side: str) -> str:
+        return f"r = {r}: error held-out face: {errors[r]:.1%} — {side} the target 17.5%"
+
+    assert ex.result["below_target"] == {"held-out face": False}
+    assert ex.status.value == expected_status(5, "above")
+    curves_ax = ex.figure.axes[-1]
+    (line,) = target_lines(curves_ax)
+    np.testing.assert_allclose(line.get_ydata(), [FACE_TARGET, FACE_TARGET])
+    assert line.get_label() == "target 17.5%"
+    assert "target 17.5%" in [t.get_text() for t in curves_ax.get_legend().get_texts()]
+    assert list(curves_ax.get_lines()[-1].get_xdata()) == [5, 5]  # the r marker is still last
+
+    before = pixels(ex.figure)
+    result = set_controls(ex, r=best)
+    assert result["below_target"] == {"held-out face": True}
+    assert result["errors"]["held-out face"] == pytest.approx(errors[best])
+    assert ex.status.value == expected_status(best, "below")
+    assert_pixels_changed(before, pixels(ex.figure))
+    result = set_controls(ex, r=best - 1)  # the smallest r: one fewer is above
+    assert result["below_target"] == {"held-out face": False}
+    assert ex.status.value == expected_status(best - 1, "above")
+    assert len(target_lines(ex.figure.axes[-1])) == 1
+
+
+def test_eigenface_target_several_images_and_close_calls(faces):
+    pca, images, names = faces
+    errors = {n: reconstruction_errors(pca, img, [12])[0] for n, img in zip(names, images, strict=True)}
+    # just above the face's error: 1 decimal would print the same number twice
+    target = errors["held-out face"] + 4e-5
+    ex = kw.eigenface_explorer(pca, images, shape=(25, 25), names=names, r=12, target=target)
+    assert ex.result["below_target"] == {n: bool(e < target) for n, e in errors.items()}
+    assert ex.result["below_target"]["held-out face"] and not ex.result["below_target"]["noise"]
+    face = ex.status.value.split(", ")[0]
+    match = re.fullmatch(r"r = 12: error held-out face: ([\d.]+)% — below the target ([\d.]+)%", face)
+    assert match, face
+    shown_error, shown_target = (float(v) / 100 for v in match.groups())
+    assert shown_error < shown_target
+    assert shown_error == pytest.approx(errors["held-out face"], abs=5e-5)
+    assert f"noise: {errors['noise']:.1%} — above the target" in ex.status.value
+
+
+def test_eigenface_without_target_is_unchanged(faces):
+    pca, images, names = faces
+    ex = kw.eigenface_explorer(pca, images, shape=(25, 25), names=names, r=10)
+    assert "below_target" not in ex.result and "target" not in ex.status.value
+    assert target_lines(ex.figure.axes[-1]) == []
+    for bad in (0.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="target"):
+            kw.eigenface_explorer(pca, images, shape=(25, 25), target=bad)
 
 
 # --------------------------------------------------------------------------- answer_recorder

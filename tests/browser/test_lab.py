@@ -191,7 +191,11 @@ def test_two_moons_lecture_sigma_slider(served, page):
     figure = figure_of(explorer)
     expect(figure).to_be_visible()
     expect(status).to_contain_text("the classes are separated")
+    expect(explorer.locator(".widget-label", has_text="arrow keys")).to_be_visible()
     centre(explorer)
+    # the slider spans the explorer (a narrow one jumps over the separating window)
+    track, box = slider.locator(".noUi-base").bounding_box(), explorer.bounding_box()
+    assert track["width"] > 0.7 * box["width"], (track, box)
     assert_no_widget_errors(page)
     shot(page, "06_two_moons-3-ran-all")
 
@@ -208,7 +212,7 @@ def test_two_moons_lecture_sigma_slider(served, page):
     expect(figure).not_to_have_attribute("src", before["figure"])
     sigma = float(readout.inner_text())
     assert sigma > 3.0, f"the slider moved to σ = {sigma}"
-    expect(status).to_contain_text(f"σ = {sigma:.3f}")
+    expect(status).to_contain_text(f"σ = {sigma:#.4g}")  # the readout's 4 significant digits
     assert_no_widget_errors(page)
     shot(page, "06_two_moons-4-slider-moved")
 
@@ -276,25 +280,28 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
     assert_no_widget_errors(page)
     figure_before = figure.get_attribute("src")
 
-    # Choose σ: drag towards the separating range, then nudge with the arrow keys until the
-    # status line says the moons are separated (what a student does).
+    # Choose σ: drag towards the separating range, then nudge with the arrow keys (the hint
+    # under the slider says how) until the status line says the moons are separated (what a
+    # student does).
+    expect(explorer.locator(".widget-label", has_text="arrow keys")).to_be_visible()
     before = readout.inner_text()
     drag_slider(page, slider, 0.38)
     expect(readout).not_to_have_text(before)
     handle = slider.locator(".noUi-handle")
-    for _ in range(12):
-        sigma = float(readout.inner_text())
-        expect(status).to_contain_text(f"σ = {sigma:.3f}")
+    for _ in range(40):  # one step is 0.004 decades of σ
+        shown = readout.inner_text()
+        sigma = float(shown)
+        expect(status).to_contain_text(f"σ = {sigma:#.4g}")
         if "separated." in status.inner_text():
             break
         handle.press("ArrowLeft" if sigma > 0.21 else "ArrowRight")
-        expect(readout).not_to_have_text(f"{sigma:.3f}")
+        expect(readout).not_to_have_text(shown)
     expect(status).to_contain_text("the classes are separated.")
     expect(figure).not_to_have_attribute("src", figure_before)
     line = recorder.inner_text().strip()
     name, _, value = line.partition(" = ")
-    # the readout shows 3 decimals, the line 4 significant digits
-    assert name == "answer_sigma" and abs(float(value) - sigma) <= 5e-4, (line, sigma)
+    # the readout and the line both show 4 significant digits
+    assert name == "answer_sigma" and float(value) == pytest.approx(sigma, rel=1e-9), (line, sigma)
     centre(explorer)
     assert_no_widget_errors(page)
     shot(page, "exercise_sigma-2-chosen")
