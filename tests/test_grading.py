@@ -423,3 +423,39 @@ def test_batch_summary_progress_and_run_times(tmp_path, capsys):
     assert (out / "summary.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert summary_markdown(summary, compact=True) in captured.out
     assert f"summary: {out}/summary.md, {out}/summary.png" in captured.out
+
+
+def test_report_reader_hands_over_each_notebook_when_the_next_one_starts(tmp_path):
+    """The runner reads a worker's report as it grows: a notebook is over (and handed to
+    the grader) once the next one's kernel starts; its run time is the worker's clock from
+    its kernel's start to its last cell. A line still being written waits."""
+    from kpca_lib.course.grading.runner import Run, _Report
+
+    runs = [Run(tmp_path / name / "submission.ipynb", n_cells=2) for name in ("a", "b")]
+    report = tmp_path / "report.jsonl"
+    reader = _Report(report, runs)
+    assert reader.read() == []  # the worker has not written anything yet
+
+    def line(run, t, cell=None, outcome="passed", exports=()):
+        if cell is None:
+            rec = {"folder": str(run.notebook.parent), "when": "start", "t": t}
+        else:
+            rec = {"file": str(run.notebook), "cell": cell, "when": "call", "outcome": outcome,
+                   "alive": True, "text": "", "facts": {}, "exports": list(exports), "t": t}
+        return json.dumps(rec) + "\n"
+
+    a, b = runs
+    report.write_text(line(a, 10.0) + line(a, 11.0, 0, exports=[{"x": 1}])
+                      + line(a, 12.5, 1)[:20])  # the last line is not complete yet
+    assert reader.read() == [] and sorted(a.cells) == [0] and a.exports == {0: [{"x": 1}]}
+    with open(report, "a") as fh:
+        fh.write(line(a, 12.5, 1)[20:] + "not json\n" + line(b, 13.0))
+    assert reader.read() == [a]  # b's kernel started: a is over
+    assert sorted(a.cells) == [0, 1] and a.exports[0] == [{"x": 1}]  # each line read once
+    reader.close(a)
+    assert a.seconds == 2.5
+    with open(report, "a") as fh:
+        fh.write(line(b, 14.0, 0) + line(b, 16.0, 1, outcome="failed"))
+    assert reader.read() == []  # the last notebook is over when its worker exits
+    reader.close(b)
+    assert b.seconds == 3.0 and b.cells[1].outcome == "failed"

@@ -8,7 +8,7 @@ rebuilt notebook is **one Dask task** (:func:`run_remote`) that calls the same r
 (:func:`kpca_lib.course.grading.runner.run_all`: a trusted nbval process, one bubblewrap
 sandbox per kernel) on a worker, in a private temporary folder of the worker's machine.
 Results come back as the tasks finish (``as_completed``) and go through the same
-``on_done`` as local runs: the same incremental gradebook and progress bar.
+``on_done`` as local runs: the same incremental gradebook, progress lines and run times.
 
 What a task carries: the rebuilt notebook (trusted set-up cells and the student's
 answer cells), the grader's inputs for this submission and its per-submission export

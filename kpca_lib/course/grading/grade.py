@@ -608,7 +608,9 @@ def grade_batch(
     """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
 
     Every finished row is written at once (``grades.csv``, ``grades.json``,
-    ``feedback/``; see :mod:`kpca_lib.course.grading.gradebook`). ``resume`` grades only
+    ``feedback/``; see :mod:`kpca_lib.course.grading.gradebook`), with its run time, and
+    ``summary.md``/``summary.png`` are rebuilt from the whole gradebook at the end.
+    ``progress``: a start line and a line per finished row on stderr. ``resume`` grades only
     the submissions missing from an existing gradebook, ``merge`` adds or replaces rows
     and keeps the others; without either, ``out`` must be new or empty. Row ids are
     paths relative to ``root`` (default: the existing gradebook's, else the
@@ -669,7 +671,7 @@ def grade_batch(
                 if not (resume and rid in book)]
         parallel = _parallelism(runner, jobs)
         bar = _Progress(len(todo), progress, parallel)
-        where = ("on the Dask cluster " + (cluster if isinstance(cluster, str) else "given")
+        where = ((f"on the Dask cluster {cluster}" if isinstance(cluster, str) else "on a Dask cluster")
                  + f" ({parallel} worker thread{'s' if parallel != 1 else ''})"
                  if cluster is not None else f"{jobs} parallel job{'s' if jobs != 1 else ''}")
         bar.begin(f"grading {len(todo)} submission{'s' if len(todo) != 1 else ''} of {assignment}: "
