@@ -101,6 +101,10 @@ class World:
             "KPCA_GRADING_SECRET": self.canaries["secret_env"],
             "PYTHONPATH": str(ROOT),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # The grader draws summary.png with matplotlib, which keeps its font cache in
+            # ~/.cache/matplotlib like any matplotlib program (an instructor's HOME has one
+            # already): here it goes beside the world, so the fake HOME stays a pure canary.
+            "MPLCONFIGDIR": str(self.base / "mplconfig"),
         })
         return env
 

@@ -576,3 +576,183 @@ def test_default_sandbox_is_bwrap_and_recorded(tmp_path):
     data = book(out)
     assert data["sandbox"] == "bwrap" and data["submissions"][0]["sandbox"] == "bwrap"
     assert data["submissions"][0]["score"] == 12
+
+
+# --------------------------------------------------------------------------- summary
+def synthetic(status: str, per: dict[str, float], failed: tuple[str, ...] = (), *,
+              seconds: float | None = 1.0, grader_error: str = "") -> dict:
+    """A row as grades.json holds it; two checks per question (``.a`` public, ``.b``
+    hidden, each worth half), those named in ``failed`` failed."""
+    checks = [] if status == "invalid" or grader_error else [
+        {"id": f"{q}.{k}", "question": q, "description": f"{q} check {k}", "points": 1.5,
+         "passed": f"{q}.{k}" not in failed, "message": "", "hidden": k == "b"}
+        for q in Q for k in "ab"]
+    r = {"submission": "x", "status": status, "score": float(sum(per.values())),
+         "max_score": 12.0, "questions": {q: float(per.get(q, 0.0)) for q in Q},
+         "checks": checks}
+    if seconds is not None:
+        r["run_seconds"] = seconds
+    if grader_error:
+        r["grader_error"] = grader_error
+    return r
+
+
+def test_summary_counts_scores_and_most_failed_checks():
+    from kpca_lib.course.grading.summary import summarize
+
+    full = {q: 3.0 for q in Q}
+    rows = [
+        synthetic("graded", full, seconds=2.0),
+        synthetic("graded", {**full, Q[1]: 0.0}, (f"{Q[1]}.a", f"{Q[1]}.b"), seconds=4.0),
+        synthetic("graded", {**full, Q[1]: 1.5, Q[3]: 1.5}, (f"{Q[1]}.b", f"{Q[3]}.a"),
+                  seconds=3.0),
+        synthetic("timeout", {**full, Q[0]: 0.0, Q[1]: 0.0},
+                  (f"{Q[0]}.a", f"{Q[0]}.b", f"{Q[1]}.a", f"{Q[1]}.b"), seconds=40.0),
+        synthetic("crashed", {}, seconds=1.0, grader_error="the grader's disk is full"),
+        synthetic("invalid", {}, seconds=0.0),
+        synthetic("invalid", {}, seconds=None),  # a row of an older gradebook: no run time
+    ]
+    s = summarize(rows, POINTS, assignment=ASSIGNMENT)
+    assert s.n == 7 and s.max_score == 12
+    assert s.counts == {"graded": 3, "timeout": 1, "crashed": 1, "invalid": 2}
+    assert s.grader_failures == 1
+    scores = [12, 9, 9, 6, 0, 0, 0]
+    assert s.mean == pytest.approx(sum(scores) / 7) and s.median == 6
+    assert [(b.label, b.count) for b in s.bins if b.count] == [("[0, 1)", 3), ("[6, 7)", 1),
+                                                               ("[9, 10)", 2), ("12", 1)]
+    assert sum(b.count for b in s.bins) == s.n
+    stats = {q.id: (q.points, q.mean, q.median) for q in s.questions}
+    assert [q.id for q in s.questions] == Q
+    assert stats[Q[0]] == (3, pytest.approx(9 / 7), 0)
+    assert stats[Q[1]] == (3, pytest.approx(4.5 / 7), 0)
+    assert stats[Q[2]] == (3, pytest.approx(12 / 7), 3)
+    # Most failed first; ties in the assignment's order, then the checks' order.
+    assert [(c.id, c.failed, c.rows) for c in s.checks] == [
+        (f"{Q[1]}.b", 3, 4), (f"{Q[1]}.a", 2, 4), (f"{Q[0]}.a", 1, 4), (f"{Q[0]}.b", 1, 4),
+        (f"{Q[3]}.a", 1, 4)]
+    top = s.checks[0]
+    assert (top.question, top.description, top.hidden, top.share) == (
+        Q[1], f"{Q[1]} check b", True, 0.75)
+    assert s.checks[1].hidden is False and s.checked == 4
+    assert (s.timed, s.ran, s.total_seconds, s.median_seconds) == (6, 5, 50.0, 3.0)
+
+
+def test_summary_markdown_and_figure():
+    from kpca_lib.course.grading.summary import summarize, summary_markdown, summary_png
+
+    full = {q: 3.0 for q in Q}
+    rows = [synthetic("graded", full), synthetic("graded", {**full, Q[2]: 0.0},
+                                                 (f"{Q[2]}.a", f"{Q[2]}.b")),
+            synthetic("invalid", {}, seconds=None)]
+    s = summarize(rows, POINTS, assignment=ASSIGNMENT)
+    text = summary_markdown(s)
+    assert text.startswith(f"# Summary: {ASSIGNMENT}\n")
+    assert "**3 submissions**: 2 graded, 0 timeout, 0 crashed, 1 invalid." in text
+    assert "Mean 7, median 9 over all 3 submissions" in text
+    lines = text.splitlines()
+    histogram = [line for line in lines if line.startswith(("| [", "| 12 "))]
+    assert len(histogram) == 13 and sum(int(h.split("|")[2]) for h in histogram) == 3
+    assert [h.split("|")[2].strip() for h in histogram][::9] == ["1", "1"]  # [0, 1) and [9, 10)
+    assert histogram[-1].split("|")[2].strip() == "1"  # full marks
+    row = next(line for line in lines if line.startswith(f"| {Q[2]} "))
+    assert [c.strip() for c in row.strip("|").split("|")] == [Q[2], "3", "1", "0", "33 %"]
+    check = next(line for line in lines if line.startswith(f"| {Q[2]}.a "))
+    assert [c.strip() for c in check.strip("|").split("|")] == [
+        f"{Q[2]}.a", Q[2], f"{Q[2]} check a", "public", "1", "50 %"]
+    assert "1 row(s) have no run time (graded by an older kpca-course)." in text
+    assert len({len(line) for line in lines if line.startswith(f"| {Q[0]} ")
+                or line.startswith("| question ")}) == 1  # aligned as plain text
+    compact = summary_markdown(s, compact=True)
+    assert "Written by" not in compact and "Mean 7, median 9" in compact
+    png = summary_png(s)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_summary_of_an_empty_or_all_invalid_batch():
+    from kpca_lib.course.grading.summary import score_bins, summarize, summary_markdown, summary_png
+
+    empty = summarize([], POINTS, assignment=ASSIGNMENT)
+    assert (empty.n, empty.mean, empty.median, empty.checks, empty.timed) == (0, None, None, [], 0)
+    assert sum(b.count for b in empty.bins) == 0 and len(empty.bins) == 13
+    assert all(q.mean is None for q in empty.questions)
+    text = summary_markdown(empty)
+    assert "No submission yet." in text and "No checks ran." in text
+    assert "No run time recorded." in text
+    assert summary_png(empty).startswith(b"\x89PNG")
+    invalid = summarize([synthetic("invalid", {}, seconds=0.0) for _ in range(4)], POINTS)
+    assert invalid.counts == {"graded": 0, "timeout": 0, "crashed": 0, "invalid": 4}
+    assert (invalid.mean, invalid.median, invalid.checks, invalid.checked) == (0, 0, [], 0)
+    assert [b.count for b in invalid.bins] == [4] + [0] * 12
+    assert (invalid.timed, invalid.ran, invalid.median_seconds) == (4, 0, None)
+    text = summary_markdown(invalid)
+    assert "No checks ran." in text and "median - per submission that ran (0 of 4" in text
+    assert summary_png(invalid).startswith(b"\x89PNG")
+    # Ten bins above 20 points or for fractional maxima, the last one closed.
+    for top in (25.0, 7.5):
+        edges = score_bins(top)
+        assert len(edges) == 10 and edges[0][0] == 0 and edges[-1][1] == top
+        rows = [{"status": "graded", "score": x, "questions": {}} for x in (0, top / 2, top)]
+        s = summarize(rows, {"q": top})
+        assert sum(b.count for b in s.bins) == 3 and s.bins[-1].count == 1
+        assert s.bins[-1].label.endswith("]")
+
+
+def test_rows_of_an_older_gradebook_without_run_time_are_kept(tmp_path):
+    """A gradebook written before run times (no run_seconds) is resumed and merged into;
+    its rows keep an empty run_seconds cell and the summary says so."""
+    out = tmp_path / "out"
+    with new_book(out) as b:
+        b.start(tmp_path, "none")
+        add(b, "alice", status="graded", score=3.0)
+        add(b, "bob")
+    assert "run_seconds" not in book(out)["submissions"][0]
+    late = garbage(tmp_path / "carol.ipynb")
+    assert grade(out, [late], "--merge") == 0
+    rows = rows_csv(out)
+    assert list(rows) == ["alice", "bob", "carol"]
+    assert [rows[r]["run_seconds"] for r in rows] == ["", "", "0.00"]
+    assert book(out)["submissions"][2]["run_seconds"] == 0
+    text = (out / "summary.md").read_text(encoding="utf-8")
+    assert "**3 submissions**: 1 graded, 0 timeout, 0 crashed, 2 invalid." in text
+    assert "2 row(s) have no run time" in text
+    assert (out / "summary.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    data = book(out)
+    data["submissions"][0]["run_seconds"] = "fast"
+    (out / "grades.json").write_text(json.dumps(data))
+    with pytest.raises(gb.GradebookError, match="malformed run time"):
+        new_book(out, "resume")
+
+
+def test_summary_files_follow_the_gradebook_guard(tmp_path, capsys):
+    """summary.md and summary.png are the gradebook's own: replaced atomically; a symbolic
+    link planted in their place stops --merge before grading and is never followed."""
+    out = tmp_path / "out"
+    assert grade(out, [garbage(tmp_path / "a.ipynb")]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        gb.MARKER, "feedback", "grades.csv", "grades.json", "summary.md", "summary.png"]
+    first = (out / "summary.md").read_text(encoding="utf-8")
+    assert "**1 submission**: 0 graded, 0 timeout, 0 crashed, 1 invalid." in first
+    out_text = capsys.readouterr().out
+    assert "# Summary: 01_feature_maps" in out_text and f"summary: {out}/summary.md" in out_text
+    assert grade(out, [garbage(tmp_path / "b.ipynb")], "--merge") == 0
+    assert "**2 submissions**" in (out / "summary.md").read_text(encoding="utf-8")
+    victim = tmp_path / "notes.md"
+    victim.write_text("precious")
+    for name in gb.GENERATED:
+        (out / name).unlink()
+        (out / name).symlink_to(victim)
+        with pytest.raises(gb.GradebookError, match=f"{name} is a symbolic link"):
+            new_book(out, "merge")
+        assert grade(out, [garbage(tmp_path / "c.ipynb")], "--merge") == EXIT_USAGE
+        assert victim.read_text() == "precious"
+        (out / name).unlink()
+    assert list(assert_valid_gradebook(out)) == ["a", "b"]
+    with new_book(out, "merge") as b:
+        b.start(tmp_path, "none")
+        with pytest.raises(ValueError, match="not a file the gradebook generates"):
+            b.write_generated({"grades.csv": b"forged"})
+        (out / "summary.md").symlink_to(victim)  # planted while grading: refused, reported
+        errors = b.write_generated({"summary.md": b"new", "summary.png": b"png"})
+    assert len(errors) == 1 and "summary.md" in errors[0] and "symbolic link" in errors[0]
+    assert victim.read_text() == "precious" and (out / "summary.png").read_bytes() == b"png"
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]

@@ -11,6 +11,8 @@ import copy
 import csv
 import json
 import os
+import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -236,11 +238,21 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
 
 
 def grade(files, out, *extra):
+    """Grade ``files`` into ``out``; its CSV rows without the run time (not a grade)."""
     rc = main(["grade", "--assignment", ASSIGNMENT, "--out", str(out), "--jobs", "2", *extra,
                *[str(f) for f in files]])
     assert rc == 0
     with open(out / "grades.csv", newline="") as fh:
-        return {r["submission"]: r for r in csv.DictReader(fh)}
+        rows = {r["submission"]: r for r in csv.DictReader(fh)}
+    for r in rows.values():
+        assert float(r.pop("run_seconds")) >= 0
+    return rows
+
+
+def without_run_times(text: str) -> str:
+    """``grades.json``'s text without its ``run_seconds`` lines (the only value that
+    depends on the machine's speed)."""
+    return re.sub(r'\n *"run_seconds": [0-9.e+-]+,', "", text)
 
 
 @pytest.fixture(autouse=True)
@@ -270,7 +282,7 @@ def test_adversarial_batch(tmp_path):
     rows = grade([tmp_path / f"{name}.ipynb" for name in expect], out, "--timeout", "4",
                  "--memory", "2048")
     header = (out / "grades.csv").read_text().splitlines()[0]
-    assert header == "submission,status,score,max_score," + ",".join(Q)
+    assert header == "submission,status,score,max_score," + ",".join(Q) + ",run_seconds"
     assert list(rows) == list(expect)
     mismatches = []
     for name, (status, score, per) in expect.items():
@@ -308,8 +320,10 @@ def test_regrading_gives_the_same_grades(tmp_path):
     first = grade(files, tmp_path / "first")
     assert grade(files, tmp_path / "again") == first
     assert first["float_counts"]["score"] == "11" and first["full"]["score"] == "12"
-    assert (tmp_path / "first" / "grades.json").read_text() == (
-        tmp_path / "again" / "grades.json").read_text()
+    first_json = (tmp_path / "first" / "grades.json").read_text()
+    assert without_run_times(first_json) != first_json  # every row has its run time
+    assert without_run_times(first_json) == without_run_times(
+        (tmp_path / "again" / "grades.json").read_text())
 
 
 def test_output_folder_of_someone_else_is_never_touched(tmp_path):
@@ -353,3 +367,95 @@ def test_plain_data_roundtrip_and_strictness():
     assert isinstance(decode(encode(object())), AnswerError)
     with pytest.raises(ValueError):
         loads('{"a": NaN}')
+
+
+def test_batch_summary_progress_and_run_times(tmp_path, capsys):
+    """A small sandboxed batch, its output captured (not a terminal): a start line and one
+    progress line per submission with an ETA, the run time of every row, summary.md (the
+    pure summary of grades.json) and summary.png, and the summary on stdout."""
+    from kpca_lib.course.grading.summary import summarize, summary_markdown
+
+    sandbox_or_skip()
+    (tmp_path / "garbage.ipynb").write_bytes(b"not a notebook")
+    nbformat.write(student_copy(), tmp_path / "full.ipynb")
+    nbformat.write(blank(), tmp_path / "blank.ipynb")
+    nb = student_copy()
+    cell(nb, "q1-p4-answer").source = cell(EXERCISE, "q1-p4-answer").source
+    nbformat.write(nb, tmp_path / "partial.ipynb")
+    names = ["garbage", "full", "blank", "partial"]
+    out = tmp_path / "out"
+    assert not sys.stderr.isatty() and not sys.stdout.isatty()
+    assert main(["grade", "--assignment", ASSIGNMENT, "--out", str(out), "--jobs", "2",
+                 *[str(tmp_path / f"{n}.ipynb") for n in names]]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert err[0] == (f"grading 4 submissions of {ASSIGNMENT}: 2 parallel jobs, sandbox bwrap; "
+                      f"gradebook {out}")
+    progress = [re.fullmatch(r"\[(\d+)/4\] (\S+) (\w+) (\S+)/12 run (\d+\.\d)s "
+                             r"elapsed (\d\d):(\d\d) ETA (--|\d\d:\d\d)", line) for line in err[1:]]
+    assert all(progress), err
+    assert [int(m[1]) for m in progress] == [1, 2, 3, 4]
+    assert sorted(m[2] for m in progress) == sorted(names)
+    expected = {"garbage": ("invalid", "0"), "full": ("graded", "12"), "blank": ("graded", "0"),
+                "partial": ("graded", "9")}
+    assert {m[2]: (m[3], m[4]) for m in progress} == expected
+    assert progress[0][2] == "garbage" and progress[0][8] == "--"  # no notebook has run yet
+    assert progress[-1][8] == "00:00"
+    elapsed = [int(m[6]) * 60 + int(m[7]) for m in progress]
+    assert elapsed == sorted(elapsed)
+
+    data = json.loads((out / "grades.json").read_text())
+    rows = {r["submission"]: r for r in data["submissions"]}
+    assert rows["garbage"]["run_seconds"] == 0
+    assert all(r["run_seconds"] >= 0 for r in rows.values())
+    with open(out / "grades.csv", newline="") as fh:
+        table = {r["submission"]: r for r in csv.DictReader(fh)}
+    assert {n: float(table[n]["run_seconds"]) for n in names} == pytest.approx(
+        {n: rows[n]["run_seconds"] for n in names}, abs=0.006)
+
+    text = (out / "summary.md").read_text(encoding="utf-8")
+    summary = summarize(data["submissions"], data["questions"], assignment=ASSIGNMENT)
+    assert text == summary_markdown(summary)
+    assert (summary.n, summary.counts["graded"], summary.counts["invalid"]) == (4, 3, 1)
+    assert (summary.mean, summary.median) == (21 / 4, 4.5)
+    assert summary.checks[0].question == "q1_phi_p4" and summary.checks[0].failed == 2
+    assert "**4 submissions**: 3 graded, 0 timeout, 0 crashed, 1 invalid." in text
+    assert (out / "summary.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert summary_markdown(summary, compact=True) in captured.out
+    assert f"summary: {out}/summary.md, {out}/summary.png" in captured.out
+
+
+def test_report_reader_hands_over_each_notebook_when_the_next_one_starts(tmp_path):
+    """The runner reads a worker's report as it grows: a notebook is over (and handed to
+    the grader) once the next one's kernel starts; its run time is the worker's clock from
+    its kernel's start to its last cell. A line still being written waits."""
+    from kpca_lib.course.grading.runner import Run, _Report
+
+    runs = [Run(tmp_path / name / "submission.ipynb", n_cells=2) for name in ("a", "b")]
+    report = tmp_path / "report.jsonl"
+    reader = _Report(report, runs)
+    assert reader.read() == []  # the worker has not written anything yet
+
+    def line(run, t, cell=None, outcome="passed", exports=()):
+        if cell is None:
+            rec = {"folder": str(run.notebook.parent), "when": "start", "t": t}
+        else:
+            rec = {"file": str(run.notebook), "cell": cell, "when": "call", "outcome": outcome,
+                   "alive": True, "text": "", "facts": {}, "exports": list(exports), "t": t}
+        return json.dumps(rec) + "\n"
+
+    a, b = runs
+    report.write_text(line(a, 10.0) + line(a, 11.0, 0, exports=[{"x": 1}])
+                      + line(a, 12.5, 1)[:20])  # the last line is not complete yet
+    assert reader.read() == [] and sorted(a.cells) == [0] and a.exports == {0: [{"x": 1}]}
+    with open(report, "a") as fh:
+        fh.write(line(a, 12.5, 1)[20:] + "not json\n" + line(b, 13.0))
+    assert reader.read() == [a]  # b's kernel started: a is over
+    assert sorted(a.cells) == [0, 1] and a.exports[0] == [{"x": 1}]  # each line read once
+    reader.close(a)
+    assert a.seconds == 2.5
+    with open(report, "a") as fh:
+        fh.write(line(b, 14.0, 0) + line(b, 16.0, 1, outcome="failed"))
+    assert reader.read() == []  # the last notebook is over when its worker exits
+    reader.close(b)
+    assert b.seconds == 3.0 and b.cells[1].outcome == "failed"

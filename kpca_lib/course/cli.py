@@ -154,6 +154,7 @@ def _say(text: str, stream: Any = None) -> None:
 def _grade(args: argparse.Namespace) -> int:
     from .grading.grade import grade_batch
     from .grading.gradebook import GradebookWriteError
+    from .grading.summary import format_duration, summary_markdown
     from .release import default_paths
 
     solutions = Path(args.solutions) if args.solutions else default_paths()[0]
@@ -167,7 +168,7 @@ def _grade(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             jobs=args.jobs,
             memory_mb=args.memory,
-            progress=sys.stderr.isatty(),
+            progress=True,
             seed=args.seed,
             sandbox=args.sandbox,
             resume=args.resume,
@@ -196,10 +197,17 @@ def _grade(args: argparse.Namespace) -> int:
     total = sum(batch.counts.values())
     book = ", ".join(f"{n} {s}" for s, n in sorted(batch.counts.items()))
     sandbox = "bwrap" if batch.sandbox == "bwrap" else "NONE (student code ran with your rights)"
-    _say(f"graded {len(batch)} submission(s) ({summary}); sandbox: {sandbox}")
+    if batch.summary is not None:
+        _say(summary_markdown(batch.summary, compact=True))
+    _say(f"graded {len(batch)} submission(s) in {format_duration(batch.elapsed)} ({summary}); "
+         f"sandbox: {sandbox}")
     if batch.skipped:
         _say(f"skipped {len(batch.skipped)} submission(s) already in the gradebook (--resume)")
     _say(f"gradebook: {batch.out}/grades.csv, {total} row(s) ({book or 'none'})")
+    if batch.summary_text:
+        _say(f"summary: {batch.out}/summary.md, {batch.out}/summary.png")
+    for why in batch.summary_errors:
+        _say(f"WARNING summary: {why}", sys.stderr)
     for group in batch.lookalikes:
         _say("WARNING look-alike names (check which student is which): "
              + " / ".join(repr(g) for g in group), sys.stderr)

@@ -16,6 +16,8 @@ The pieces, in the order a submission meets them:
 * :mod:`kpca_lib.course.grading.grade`: the batch: read, run, check, score each submission.
 * :mod:`kpca_lib.course.grading.gradebook`: the gradebook (``grades.csv``, ``grades.json``,
   ``feedback/*.md``), a row at a time and atomically; ``--resume``, ``--merge``, row ids.
+* :mod:`kpca_lib.course.grading.summary`: ``summary.md`` and ``summary.png``, the gradebook
+  at a glance, rebuilt after every batch.
 """
 
 import sys as _sys

@@ -8,7 +8,7 @@ rebuilt notebook is **one Dask task** (:func:`run_remote`) that calls the same r
 (:func:`kpca_lib.course.grading.runner.run_all`: a trusted nbval process, one bubblewrap
 sandbox per kernel) on a worker, in a private temporary folder of the worker's machine.
 Results come back as the tasks finish (``as_completed``) and go through the same
-``on_done`` as local runs: the same incremental gradebook and progress bar.
+``on_done`` as local runs: the same incremental gradebook, progress lines and run times.
 
 What a task carries: the rebuilt notebook (trusted set-up cells and the student's
 answer cells), the grader's inputs for this submission and its per-submission export
@@ -136,7 +136,8 @@ def run_remote(payload: dict[str, Any]) -> dict[str, Any]:
 
     ``payload``: ``notebook`` and ``config`` (JSON text), ``n_cells``, ``timeout``,
     ``memory_mb``, ``sandbox`` and ``digest`` (the client's :func:`source_digest`).
-    Returns the run's cell outcomes and exports (plain data the client verifies).
+    Returns the run's cell outcomes and exports (plain data the client verifies) and its
+    wall clock on the worker (``seconds``).
     Raises ``RuntimeError`` if this worker cannot grade (then Dask retries elsewhere).
     """
     why = check_worker(payload["sandbox"], payload["digest"])
@@ -155,7 +156,7 @@ def run_remote(payload: dict[str, Any]) -> dict[str, Any]:
         run_all([run], base, timeout=float(payload["timeout"]), memory_mb=int(payload["memory_mb"]),
                 jobs=1, sandbox=str(payload["sandbox"]))
         return {"cells": run.cells, "exports": run.exports, "finished": run.finished,
-                "note": run.note}
+                "note": run.note, "seconds": run.seconds}
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -183,6 +184,13 @@ class ClusterRunner:
         if bad:
             raise RuntimeError("some workers cannot grade: " + "; ".join(
                 f"{w}: {why}" for w, why in sorted(bad.items())))
+
+    def threads(self) -> int:
+        """How many tasks the cluster runs at once (its workers' threads; 1 if unknown)."""
+        try:
+            return max(1, sum(int(n) for n in self.client.nthreads().values()))
+        except Exception:
+            return 1
 
     def run_all(self, runs: list[Run], workdir: Path, *, timeout: float, memory_mb: int,
                 jobs: int = 1, sandbox: str = "bwrap",
@@ -221,6 +229,7 @@ class ClusterRunner:
             run.exports = dict(result["exports"])
             run.finished = bool(result["finished"])
             run.note = str(result["note"])
+            run.seconds = float(result.get("seconds", 0.0))
             if on_done is not None:
                 try:
                     on_done(run)

@@ -16,7 +16,11 @@ For each submission:
 
 5. write its row into the gradebook at once (:mod:`kpca_lib.course.grading.gradebook`):
    ``grades.json``, ``grades.csv`` and its ``feedback/`` file, each replaced
-   atomically, so a grader killed at any moment leaves a valid partial gradebook.
+   atomically, so a grader killed at any moment leaves a valid partial gradebook,
+   and, with ``progress``, a line on stderr (``[k/N] name status score run elapsed ETA``).
+
+At the end of the batch, ``summary.md`` and ``summary.png`` are rebuilt from the whole
+gradebook (:mod:`kpca_lib.course.grading.summary`).
 
 Any error while reading or grading one submission makes its row ``invalid`` (not a
 readable notebook of this assignment) or ``crashed`` (the grader failed: full disk,
@@ -44,6 +48,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,6 +71,7 @@ from .notebooks import Solution, extract_answers, grading_notebook, meta, read_s
 from .plain import encode, loads
 from .questions import Question
 from .runner import Run, run_all
+from .summary import Summary, format_duration, summarize, summary_markdown, summary_png
 
 __all__ = ["Row", "Batch", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
 
@@ -101,6 +107,8 @@ class Row:
     lookalikes: list[str] = field(default_factory=list)
     #: ``feedback/<name>.md`` inside the gradebook.
     feedback: str = ""
+    #: Wall clock of its notebook run(s) in seconds (0 when none ran: ``invalid``).
+    seconds: float = 0.0
 
     @property
     def score(self) -> float:
@@ -349,9 +357,9 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
             _crash(job, f"{type(exc).__name__}: {exc}")
             for qid in job.solution.questions:
                 job.row.questions[qid] = 0.0
-        progress.step()
         if on_job_done is not None:
             on_job_done(job)
+        progress.step(job.row)
 
     pending = [job for job in jobs if not job.finished]
     while pending:
@@ -370,6 +378,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
 
         def done(run: Run, by_run: dict[int, _Job] = by_run) -> None:
             job = by_run[id(run)]
+            job.row.seconds += run.seconds
             try:
                 status, cell, message = _classify(run, job.owners)
                 _collect_exports(job, run, cell if status != "graded" else None)
@@ -412,22 +421,52 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
 
 
 class _Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.n, self.enabled, self.start = total, 0, enabled, time.monotonic()
+    """Progress on stderr, one line at a time (a terminal, a pipe or a log file alike).
 
-    def step(self) -> None:
-        self.n += 1
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * self.n / max(1, self.total))
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / self.n * (self.total - self.n) if self.n else 0.0
-        sys.stderr.write(f"\rgrading [{'#' * filled}{'.' * (width - filled)}] {self.n}/{self.total}"
-                         f"  {elapsed:.0f}s elapsed, ~{eta:.0f}s left ")
-        sys.stderr.flush()
-        if self.n >= self.total:
-            sys.stderr.write("\n")
+    ``begin`` says what the batch is; ``step(row)`` is called once per finished row:
+    ``[k/N] name status score/max run 1.2s elapsed mm:ss ETA mm:ss``. The ETA is the
+    mean run time of the notebooks finished so far times the notebooks still to run,
+    divided by the runs done at once (``ETA --`` until a notebook has finished).
+    """
+
+    def __init__(self, total: int, enabled: bool, parallel: int = 1) -> None:
+        self.total, self.n, self.enabled = total, 0, enabled
+        self.parallel = max(1, parallel)
+        self.start = time.monotonic()
+        self.durations: list[float] = []
+        self.lock = threading.Lock()
+
+    def _write(self, line: str) -> None:
+        if self.enabled:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def begin(self, text: str) -> None:
+        self.start = time.monotonic()
+        self._write(text)
+
+    def eta(self) -> float | None:
+        """Seconds still needed, or ``None`` before the first notebook finished."""
+        left = self.total - self.n
+        if left <= 0:
+            return 0.0
+        if not self.durations:
+            return None
+        return sum(self.durations) / len(self.durations) * left / min(self.parallel, left)
+
+    def step(self, row: Row | None = None) -> None:
+        with self.lock:
+            self.n += 1
+            if row is None:
+                return
+            if row.seconds > 0:
+                self.durations.append(row.seconds)
+            status = f"{row.status} (grader failure)" if row.grader_error else row.status
+            self._write(f"[{self.n}/{self.total}] {row.submission} {status} "
+                        f"{format_points(row.score)}/{format_points(row.max_score)} "
+                        f"run {row.seconds:.1f}s "
+                        f"elapsed {format_duration(time.monotonic() - self.start)} "
+                        f"ETA {format_duration(self.eta())}")
 
 
 # --------------------------------------------------------------------------- output
@@ -476,7 +515,8 @@ def _record(row: Row) -> dict[str, Any]:
     data: dict[str, Any] = {
         "submission": row.submission, "file": row.file, "feedback": row.feedback,
         "sandbox": row.sandbox, "status": row.status, "score": row.score,
-        "max_score": row.max_score, "questions": dict(row.questions), "messages": list(row.messages),
+        "max_score": row.max_score, "run_seconds": round(row.seconds, 3),
+        "questions": dict(row.questions), "messages": list(row.messages),
         "checks": [c.to_dict() for c in row.checks],
     }
     if row.grader_error:
@@ -534,6 +574,11 @@ class Batch(list):  # type: ignore[type-arg]
     * ``lookalikes``: groups of row ids (this run's and the gradebook's) that look alike;
     * ``suspicious``: row id → why its name alone is suspicious (invisible characters, mixed scripts);
     * ``counts``: status → number of rows in the whole gradebook;
+    * ``summary``: the whole gradebook's :class:`~kpca_lib.course.grading.summary.Summary`
+      (``None`` if it could not be computed), ``summary_text``: ``summary.md``'s text
+      (``""`` if none),
+      ``summary_errors``: why ``summary.md``/``summary.png`` could not be written;
+    * ``elapsed``: this run's wall clock in seconds;
     * ``sandbox``, ``out``.
     """
 
@@ -541,6 +586,10 @@ class Batch(list):  # type: ignore[type-arg]
     lookalikes: list[list[str]]
     suspicious: dict[str, str]
     counts: dict[str, int]
+    summary: Summary | None
+    summary_text: str
+    summary_errors: list[str]
+    elapsed: float
     sandbox: str
     out: Path
 
@@ -566,7 +615,9 @@ def grade_batch(
     """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
 
     Every finished row is written at once (``grades.csv``, ``grades.json``,
-    ``feedback/``; see :mod:`kpca_lib.course.grading.gradebook`). ``resume`` grades only
+    ``feedback/``; see :mod:`kpca_lib.course.grading.gradebook`), with its run time, and
+    ``summary.md``/``summary.png`` are rebuilt from the whole gradebook at the end.
+    ``progress``: a start line and a line per finished row on stderr. ``resume`` grades only
     the submissions missing from an existing gradebook, ``merge`` adds or replaces rows
     and keeps the others; without either, ``out`` must be new or empty. Row ids are
     paths relative to ``root`` (default: the existing gradebook's, else the
@@ -625,7 +676,15 @@ def grade_batch(
 
         todo = [(i, p, rid) for i, (p, rid) in enumerate(zip(paths, ids, strict=True))
                 if not (resume and rid in book)]
-        bar = _Progress(len(todo), progress)
+        parallel = _parallelism(runner, jobs)
+        bar = _Progress(len(todo), progress, parallel)
+        where = ((f"on the Dask cluster {cluster}" if isinstance(cluster, str) else "on a Dask cluster")
+                 + f" ({parallel} worker thread{'s' if parallel != 1 else ''})"
+                 if cluster is not None else f"{jobs} parallel job{'s' if jobs != 1 else ''}")
+        bar.begin(f"grading {len(todo)} submission{'s' if len(todo) != 1 else ''} of {assignment}: "
+                  f"{where}, sandbox {sandbox}"
+                  + (f"; {len(batch.skipped)} already in the gradebook (--resume)"
+                     if batch.skipped else "") + f"; gradebook {book.out}")
         jobs_list: list[_Job] = []
         work = Path(tempfile.mkdtemp(prefix="kpca-grade-"))
         try:
@@ -648,8 +707,8 @@ def grade_batch(
                     _grader_failure(row, _describe(exc))
                     job = None
                 if job is None:
-                    bar.step()
                     finish(row)
+                    bar.step(row)
                 else:
                     jobs_list.append(job)
             delivered: set[int] = set()
@@ -677,8 +736,12 @@ def grade_batch(
                     delivered.add(id(job))
                     _grader_failure(job.row, lost)
                     finish(job.row)
+                    bar.step(job.row)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        batch.summary, batch.summary_text, batch.summary_errors = _write_summary(
+            book, solution.points, assignment)
+        batch.elapsed = time.monotonic() - bar.start
         try:
             book.close()
         except GradebookWriteError as exc:
@@ -701,6 +764,34 @@ def _open_runner(cluster: Any, sandbox: str) -> contextlib.AbstractContextManage
             yield on_cluster.run_all
 
     return runner()
+
+
+def _parallelism(runner: Callable[..., None], jobs: int) -> int:
+    """How many notebooks run at once: ``jobs`` locally, a cluster's worker threads."""
+    threads = getattr(getattr(runner, "__self__", None), "threads", None)
+    return threads() if callable(threads) else max(1, jobs)
+
+
+def _write_summary(book: Gradebook, points: dict[str, float],
+                   assignment: str) -> tuple[Summary | None, str, list[str]]:
+    """Rebuild ``summary.md`` and ``summary.png`` from the rows on disk; never raises
+    (the grades are written already): what went wrong is returned."""
+    try:
+        summary = summarize(book.saved_rows(), points, assignment=assignment)
+        text = summary_markdown(summary)
+    except Exception as exc:
+        return None, "", [f"the summary could not be computed ({_describe(exc)})"]
+    files = {"summary.md": text.encode("utf-8")}
+    errors = []
+    try:
+        files["summary.png"] = summary_png(summary)
+    except Exception as exc:
+        errors.append(f"summary.png could not be drawn ({_describe(exc)})")
+    try:
+        errors += book.write_generated(files)
+    except Exception as exc:
+        errors.append(f"the summary could not be written ({_describe(exc)})")
+    return summary, text, errors
 
 
 def _counts(records: Any) -> dict[str, int]:

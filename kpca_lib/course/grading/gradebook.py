@@ -8,8 +8,12 @@ A gradebook folder (``kpca-course grade --out DIR``) holds:
 * ``grades.json``: the authoritative record, one entry per submission, each complete
   (its feedback file is written before the entry appears).
 * ``grades.csv``: the same rows as a spreadsheet (cells that a spreadsheet would read as
-  a formula are prefixed with ``'``).
+  a formula are prefixed with ``'``); the last column, ``run_seconds``, is empty for
+  rows of a gradebook written before run times were recorded.
 * ``feedback/<name>.md``: one report per submission.
+* ``summary.md`` and ``summary.png`` (:data:`GENERATED`): the gradebook at a glance,
+  rebuilt from ``grades.json`` at the end of every batch
+  (:mod:`kpca_lib.course.grading.summary`).
 
 Every file is replaced atomically (a temporary file in the same folder, ``fsync``,
 ``os.replace``) after every finished submission, so a grader killed at any moment
@@ -58,12 +62,15 @@ __all__ = [
     "suspicious_name",
     "format_points",
     "atomic_write",
+    "GENERATED",
 ]
 
 MARKER = ".kpca-gradebook.json"
 FORMAT = "kpca-course gradebook"
 VERSION = 1
 STATUSES = ("graded", "timeout", "crashed", "invalid")
+#: Files rebuilt from ``grades.json`` after every batch (replaced like the tables).
+GENERATED = ("summary.md", "summary.png")
 MODES = ("new", "resume", "merge")
 MAX_GRADEBOOK_BYTES = 512_000_000
 MAX_NAME_BYTES = 200
@@ -466,7 +473,8 @@ class Gradebook:
                 raise GradebookError(f"{flag}: {where} is the gradebook of assignment {other!r}, "
                                      f"not {assignment!r}; choose the right --out.")
             self._load(fd)
-            _check_replaceable_or_fail(fd, "grades.csv", where)
+            for name in ("grades.csv", *GENERATED):
+                _check_replaceable_or_fail(fd, name, where)
             st = _lstat("feedback", fd)
             if st is None:
                 os.mkdir("feedback", 0o755, dir_fd=fd)
@@ -534,6 +542,8 @@ class Gradebook:
                     and all(_number(v) for v in qs.values())
                     and _number(r.get("score")) and _number(r.get("max_score"))):
                 raise bad(f"entry {rid!r} has malformed scores")
+            if "run_seconds" in r and not (_number(r["run_seconds"]) and r["run_seconds"] >= 0):
+                raise bad(f"entry {rid!r} has a malformed run time")  # absent: an older gradebook
             fb = r.get("feedback")
             if not (isinstance(fb, str) and fb.startswith("feedback/") and fb.endswith(".md")
                     and "/" not in fb[len("feedback/"):] and not fb[len("feedback/"):].startswith(".")):
@@ -556,6 +566,13 @@ class Gradebook:
 
     def __contains__(self, row_id: object) -> bool:
         return row_id in self.rows
+
+    def saved_rows(self) -> list[dict[str, Any]]:
+        """The rows on disk (in ``grades.json``'s order), after writing what is pending once more."""
+        with self._lock:
+            if self._fd is not None and self._fb is not None and (self._pending or self._dirty):
+                self._flush()
+            return list(self._ordered())
 
     # ----------------------------------------------------------------- writing
     def start(self, root: Path, sandbox: str) -> None:
@@ -663,6 +680,29 @@ class Gradebook:
             return
         self._dirty = False
 
+    def write_generated(self, files: dict[str, bytes]) -> list[str]:
+        """Replace files of :data:`GENERATED` (``summary.md``...) atomically; the errors.
+
+        Never raises for I/O: a file that cannot be written (a planted symbolic link, a
+        full disk) keeps its old version and is named in the returned list.
+        """
+        errors = []
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("Gradebook.start() was not called.")
+            for name, data in files.items():
+                if name not in GENERATED:
+                    raise ValueError(f"{name!r} is not a file the gradebook generates.")
+                try:
+                    atomic_write(self._fd, name, data, where=str(self.out), sync_dir=False)
+                except OSError as exc:
+                    errors.append(f"{name}: {exc.strerror or exc}")
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                errors.append(f"{self.out}: {exc.strerror or exc}")
+        return errors
+
     def _sandbox_summary(self) -> str | None:
         modes = {r.get("sandbox") for r in self.rows.values()} or {self.sandbox}
         return modes.pop() if len(modes) == 1 else "mixed"
@@ -684,11 +724,14 @@ class Gradebook:
     def _csv(self) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["submission", "status", "score", "max_score", *self.points])
+        writer.writerow(["submission", "status", "score", "max_score", *self.points,
+                         "run_seconds"])
         for r in self._ordered():
+            seconds = r.get("run_seconds")  # absent in a row of an older gradebook
             cells = [r["submission"], r["status"], format_points(r["score"]),
                      format_points(r["max_score"]),
-                     *[format_points(r["questions"][q]) for q in self.points]]
+                     *[format_points(r["questions"][q]) for q in self.points],
+                     "" if seconds is None else f"{seconds:.2f}"]
             writer.writerow([csv_cell(c) for c in cells])
         return buf.getvalue()
 

@@ -14,7 +14,9 @@ It does four things:
 3. **Enforces the wall clock**: a watchdog kills the whole sandbox when a cell runs
    ``timeout + GRACE`` seconds, whatever the cell does with SIGINT.
 4. **Writes one JSON line per cell** to ``$KPCA_REPORT_FILE``, as each cell finishes:
-   notebook, cell number (nbval's ``Cell N``), outcome, error text, and the *facts*
+   notebook, cell number (nbval's ``Cell N``), outcome, error text, the worker's
+   monotonic clock ``t`` (and one line when a notebook's kernel starts, so the runner
+   knows each notebook's wall clock), and the *facts*
    the status is decided from: whether nbval's own timeout fired, whether the
    watchdog or the output cap killed the sandbox, the cgroup's OOM kills and refused
    forks during the cell, whether the kernel was still alive, and the answers the
@@ -51,6 +53,7 @@ _MODE = os.environ.get("KPCA_SANDBOX", "bwrap")
 def _write(record: dict[str, Any]) -> None:
     if not _FILE:
         return
+    record["t"] = time.monotonic()
     with open(_FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
         fh.flush()
@@ -118,6 +121,7 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
 
     folder = Path(kwargs.pop("cwd"))
     kwargs.pop("stderr", None)
+    _write({"folder": str(folder), "when": "start"})  # this notebook's clock starts
     box = _Box(folder)
     _BOXES[str(folder)] = box
     limits = sb.Limits(**box.spec["limits"])

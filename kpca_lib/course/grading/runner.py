@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = ["Run", "CellOutcome", "run_all", "worker_command"]
 CHUNK = 16
 STARTUP = 60.0
 GRACE = 10.0  # report_plugin.GRACE: the watchdog's margin over the cell timeout
+POLL = 0.2  # seconds between two reads of a worker's report (runs are delivered as they end)
 
 
 @dataclass
@@ -64,6 +66,9 @@ class Run:
     exports: dict[int, list[Any]] = field(default_factory=dict)  # cell -> export records
     finished: bool = False
     note: str = ""
+    #: Wall clock in the worker from the kernel's start to the notebook's last cell,
+    #: summed over attempts (seconds).
+    seconds: float = 0.0
 
 
 # The worker's first lines: jsonschema (imported by nbformat, imported by nbval) builds an
@@ -128,7 +133,75 @@ def _sweep(run: Run) -> None:
         sb.kill_tagged(folder.name)
 
 
-def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits, sandbox: str) -> None:
+class _Report:
+    """Reads a worker's report file as it grows: cell outcomes, exports and clocks per run.
+
+    A worker runs its notebooks one after the other, so a record of another notebook
+    (its kernel starting) means the previous one is over, teardown included.
+    """
+
+    def __init__(self, path: Path, runs: list[Run]) -> None:
+        self.path = path
+        self.by_file = {str(r.notebook): r for r in runs}
+        self.by_folder = {str(r.notebook.parent): r for r in runs}
+        self.offset = 0
+        self.current: Run | None = None
+        self.span: dict[int, list[float]] = {}  # id(run) -> [first t, last t] of this attempt
+
+    def read(self) -> list[Run]:
+        """Apply the complete lines written since the last call; the runs now over."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1  # a line being written waits for the next call
+        self.offset += end
+        over: list[Run] = []
+        for raw in data[:end].splitlines():
+            try:
+                rec = json.loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            run = self.by_file.get(rec.get("file")) or self.by_folder.get(rec.get("folder"))
+            if run is None:
+                continue
+            if run is not self.current:
+                if self.current is not None:
+                    over.append(self.current)
+                self.current = run
+            t = rec.get("t")
+            if isinstance(t, (int, float)) and not isinstance(t, bool):
+                span = self.span.setdefault(id(run), [float(t), float(t)])
+                span[1] = max(span[1], float(t))
+            cell = rec.get("cell")
+            if rec.get("file") is None or not isinstance(cell, int):
+                continue
+            previous = run.cells.get(cell)
+            if previous is None or previous.outcome == "passed":
+                facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
+                run.cells[cell] = CellOutcome(cell, str(rec.get("outcome")), rec.get("alive"),
+                                              str(rec.get("text", ""))[-8000:], facts)
+            if rec.get("when") == "call" and isinstance(rec.get("exports"), list):
+                run.exports.setdefault(cell, []).extend(rec["exports"])
+        return over
+
+    def close(self, run: Run) -> None:
+        """Add this attempt's wall clock (kernel start to its last record) to ``run.seconds``."""
+        span = self.span.pop(id(run), None)
+        if span is not None:
+            run.seconds += max(0.0, span[1] - span[0])
+
+
+def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits, sandbox: str,
+               deliver: Callable[[Run], None] | None = None,
+               delivered: set[int] | None = None) -> None:
+    """Run ``runs`` in one worker; ``deliver(run)`` each run as soon as it is over and
+    finished (the worker went on to the next notebook), adding ``id(run)`` to
+    ``delivered`` first. The other runs are left to the caller."""
     for r in runs:
         if r.setup is not None:
             r.setup()
@@ -139,43 +212,47 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits
     (workdir / "runtime").mkdir(mode=0o700, exist_ok=True)
     cmd = worker_command([r.notebook for r in runs], workdir, timeout)
     budget = sum(STARTUP + r.n_cells * (timeout + GRACE + 10.0) for r in runs) + 60.0
+    reader = _Report(report, runs)
+    delivered = set() if delivered is None else delivered
+
+    def over(done: list[Run]) -> None:
+        for r in done:
+            reader.close(r)
+            r.finished = len(r.cells) >= r.n_cells
+            if deliver is not None and r.finished and id(r) not in delivered:
+                delivered.add(id(r))
+                deliver(r)
+
     proc = subprocess.Popen(
         cmd, cwd=workdir, env=_worker_env(report, timeout, sandbox), stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         preexec_fn=_die_with_parent,
     )
     try:
-        proc.wait(timeout=budget)
-    except subprocess.TimeoutExpired:
-        for r in runs:
-            r.note = "the grader's watchdog stopped this run"
+        deadline = time.monotonic() + budget
+        while True:
+            try:
+                proc.wait(timeout=POLL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() >= deadline:
+                for r in runs:
+                    if id(r) not in delivered:
+                        r.note = "the grader's watchdog stopped this run"
+                break
+            over(reader.read())
     finally:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         for r in runs:
             _sweep(r)
-    by_file = {str(r.notebook): r for r in runs}
-    if report.exists():
-        with open(report, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                run = by_file.get(rec.get("file")) if isinstance(rec, dict) else None
-                cell = rec.get("cell") if run is not None else None
-                if run is None or not isinstance(cell, int):
-                    continue
-                previous = run.cells.get(cell)
-                if previous is None or previous.outcome == "passed":
-                    facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
-                    run.cells[cell] = CellOutcome(cell, str(rec.get("outcome")), rec.get("alive"),
-                                                  str(rec.get("text", ""))[-8000:], facts)
-                if rec.get("when") == "call" and isinstance(rec.get("exports"), list):
-                    run.exports.setdefault(cell, []).extend(rec["exports"])
+    reader.read()
     for r in runs:
-        r.finished = len(r.cells) >= r.n_cells
+        if id(r) not in delivered:
+            reader.close(r)
+            r.finished = len(r.cells) >= r.n_cells
 
 
 def run_all(
@@ -190,7 +267,9 @@ def run_all(
 ) -> None:
     """Run every notebook; ``jobs`` workers at a time, each over chunks of notebooks.
 
-    ``on_done(run)`` is called once per run, from worker threads but never concurrently.
+    ``on_done(run)`` is called once per run, from worker threads but never concurrently,
+    as soon as the run is over (while its worker goes on with the next notebooks of its
+    chunk), or after its chunk when it did not finish.
     """
     if sandbox not in sb.MODES:
         raise ValueError(f"sandbox must be one of {sb.MODES}, got {sandbox!r}.")
@@ -203,6 +282,14 @@ def run_all(
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    def deliver(r: Run) -> None:
+        if on_done is not None:
+            with lock:
+                try:
+                    on_done(r)
+                except BaseException as exc:  # noqa: BLE001 - reported after join
+                    errors.append(exc)
+
     def worker(k: int) -> None:
         n = 0
         while True:
@@ -214,15 +301,19 @@ def run_all(
             chunk_dir = workdir / f"w{k}-{n}-{secrets.token_hex(8)}"
             chunk_dir.mkdir(mode=0o700)
             failed = False
+            delivered: set[int] = set()
             try:
-                _run_chunk(chunk, chunk_dir, timeout, limits, sandbox)
+                _run_chunk(chunk, chunk_dir, timeout, limits, sandbox, deliver, delivered)
             except Exception as exc:  # e.g. ENOSPC in the scratch: those runs did not finish
                 failed = True
                 for r in chunk:
-                    r.note = f"the grader could not run it ({type(exc).__name__}: {exc})"
-                    r.finished = False
+                    if id(r) not in delivered:
+                        r.note = f"the grader could not run it ({type(exc).__name__}: {exc})"
+                        r.finished = False
+            alone = len(chunk) == 1
+            chunk = [r for r in chunk if id(r) not in delivered]  # on_done was called already
             unfinished = [r for r in chunk if not r.finished]
-            retry = len(chunk) > 1 and bool(unfinished) and not failed
+            retry = not alone and bool(unfinished) and not failed
             if retry:
                 for r in unfinished:  # the worker died: run those again, alone
                     r.cells.clear()
@@ -230,12 +321,7 @@ def run_all(
                     pending.put([r])
             for r in chunk:
                 if r.finished or not retry:
-                    if on_done is not None:
-                        with lock:
-                            try:
-                                on_done(r)
-                            except BaseException as exc:  # noqa: BLE001 - reported after join
-                                errors.append(exc)
+                    deliver(r)
 
     threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(max(1, jobs))]
     for t in threads:

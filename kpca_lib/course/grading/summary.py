@@ -1,0 +1,404 @@
+"""The gradebook at a glance: ``summary.md`` and ``summary.png``, rebuilt after every batch.
+
+:func:`summarize` is a pure function of the gradebook's rows (the entries of
+``grades.json``) and the assignment's points: status counts, a score histogram, mean
+and median overall and per question, the checks failed most often and the run times.
+:func:`summary_markdown` renders it as Markdown that also reads as plain text on a
+terminal (aligned tables), :func:`summary_png` as a figure (matplotlib's ``Figure``
+with the Agg canvas: no pyplot, no global state). Writing the files is the
+gradebook's job (:meth:`kpca_lib.course.grading.gradebook.Gradebook.write_generated`).
+
+Rows from an older gradebook may lack ``run_seconds``; they are counted as such. No
+text a student controls (names, messages) goes into the summary: only the statuses,
+scores, and the check ids and descriptions of ``solutions/``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .gradebook import STATUSES, format_points
+
+__all__ = ["Bin", "QuestionStats", "CheckStats", "Summary", "summarize", "score_bins",
+           "summary_markdown", "summary_png", "format_duration", "MAX_PER_POINT_BINS",
+           "TOP_CHECKS", "COMPACT_DESCRIPTION"]
+
+#: Up to this many points (an integer), the histogram has one bin per point and one for
+#: full marks; above, ten bins of a tenth of the maximum each.
+MAX_PER_POINT_BINS = 20
+#: How many of the most-failed checks the Markdown lists (half as many when compact).
+TOP_CHECKS = 10
+#: A check's description is cut to this many characters in the compact summary.
+COMPACT_DESCRIPTION = 50
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Scores ``low <= s < high`` (``low <= s <= high`` for the last bin) and how many rows."""
+
+    low: float
+    high: float
+    count: int
+    last: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.low == self.high:
+            return format_points(self.low)
+        close = "]" if self.last else ")"
+        return f"[{format_points(self.low)}, {format_points(self.high)}{close}"
+
+
+@dataclass(frozen=True)
+class QuestionStats:
+    """A question's points and its mean and median score over the rows (``None``: no rows)."""
+
+    id: str
+    points: float
+    mean: float | None
+    median: float | None
+
+
+@dataclass(frozen=True)
+class CheckStats:
+    """A check and how many of the rows where it ran failed it."""
+
+    question: str
+    id: str
+    description: str
+    hidden: bool
+    points: float
+    failed: int
+    rows: int
+
+    @property
+    def share(self) -> float:
+        return self.failed / self.rows if self.rows else 0.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What :func:`summarize` finds in a gradebook's rows."""
+
+    assignment: str
+    max_score: float
+    n: int
+    #: status -> number of rows, every status of :data:`STATUSES` (0 if none).
+    counts: dict[str, int]
+    #: rows ``crashed`` by the grader's fault (a subset of ``counts["crashed"]``).
+    grader_failures: int
+    mean: float | None
+    median: float | None
+    bins: list[Bin]
+    questions: list[QuestionStats]
+    #: checks failed at least once: most failed first, then in the assignment's order.
+    checks: list[CheckStats]
+    #: rows whose checks ran (the denominator of a check's share).
+    checked: int
+    #: rows with a recorded run time, and those among them that ran a notebook (> 0 s).
+    timed: int
+    ran: int
+    total_seconds: float
+    median_seconds: float | None
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def score_bins(max_score: float) -> list[tuple[float, float]]:
+    """The histogram's bins ``(low, high)`` for scores out of ``max_score``.
+
+    One per point and one for full marks when ``max_score`` is an integer up to
+    :data:`MAX_PER_POINT_BINS` (``[0, 1), ..., [11, 12), 12``), else ten equal bins
+    (the last one closed).
+    """
+    if max_score <= 0:
+        return [(0.0, 0.0)]
+    if float(max_score).is_integer() and max_score <= MAX_PER_POINT_BINS:
+        top = int(max_score)
+        return [(float(k), float(k + 1)) for k in range(top)] + [(float(top), float(top))]
+    step = max_score / 10
+    return [(round(k * step, 10), round((k + 1) * step, 10) if k < 9 else float(max_score))
+            for k in range(10)]
+
+
+def _bin_index(score: float, edges: Sequence[tuple[float, float]]) -> int:
+    for i, (low, high) in enumerate(edges):
+        if low == high and score >= low:
+            return i
+        if score < high:
+            return i
+    return len(edges) - 1  # above the maximum (cannot happen in a valid gradebook)
+
+
+def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
+              assignment: str = "") -> Summary:
+    """The summary of a gradebook's ``rows`` (entries of ``grades.json``).
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Each with ``status``, ``score``, ``questions`` and ``checks`` as
+        :mod:`~kpca_lib.course.grading.grade` writes them; ``grader_error`` and
+        ``run_seconds`` when present. Every row counts in the scores (an ``invalid`` row
+        scores 0, as do the questions of a row the grader failed on).
+    points : mapping
+        Question id -> points, in the assignment's order.
+    assignment : str
+        Its name, shown in the title.
+
+    Returns
+    -------
+    Summary
+        Pure: the same rows give the same summary; no file is read or written.
+    """
+    rows = list(rows)
+    max_score = float(sum(points.values()))
+    counts = {s: 0 for s in STATUSES}
+    scores: list[float] = []
+    per_question: dict[str, list[float]] = {q: [] for q in points}
+    seconds: list[float] = []
+    checks: dict[tuple[str, str], dict[str, Any]] = {}
+    failures = checked = 0
+    for r in rows:
+        status = r.get("status")
+        counts[status] = counts.get(status, 0) + 1
+        if r.get("grader_error"):
+            failures += 1
+        score = r.get("score")
+        scores.append(float(score) if _number(score) else 0.0)
+        qs = r.get("questions") if isinstance(r.get("questions"), Mapping) else {}
+        for q in points:
+            v = qs.get(q)
+            per_question[q].append(float(v) if _number(v) else 0.0)
+        t = r.get("run_seconds")
+        if _number(t) and t >= 0:
+            seconds.append(float(t))
+        results = r.get("checks") if isinstance(r.get("checks"), list) else []
+        if results:
+            checked += 1
+        for c in results:
+            if not isinstance(c, Mapping):
+                continue
+            key = (str(c.get("question", "")), str(c.get("id", "")))
+            entry = checks.get(key)
+            if entry is None:
+                p = c.get("points")
+                entry = checks[key] = {
+                    "description": str(c.get("description", "")), "hidden": bool(c.get("hidden")),
+                    "points": float(p) if _number(p) else 0.0, "failed": 0, "rows": 0,
+                    "order": len(checks)}
+            entry["rows"] += 1
+            if not c.get("passed"):
+                entry["failed"] += 1
+    edges = score_bins(max_score)
+    tally = [0] * len(edges)
+    for s in scores:
+        tally[_bin_index(s, edges)] += 1
+    bins = [Bin(low, high, n, last=i == len(edges) - 1)
+            for i, ((low, high), n) in enumerate(zip(edges, tally, strict=True))]
+    order = {q: i for i, q in enumerate(points)}
+    failed = sorted(((k, e) for k, e in checks.items() if e["failed"]),
+                    key=lambda ke: (-ke[1]["failed"], order.get(ke[0][0], len(order)),
+                                    ke[1]["order"]))
+    ran = [t for t in seconds if t > 0]
+    return Summary(
+        assignment=assignment,
+        max_score=max_score,
+        n=len(rows),
+        counts=counts,
+        grader_failures=failures,
+        mean=statistics.fmean(scores) if scores else None,
+        median=statistics.median(scores) if scores else None,
+        bins=bins,
+        questions=[QuestionStats(q, float(p),
+                                 statistics.fmean(per_question[q]) if rows else None,
+                                 statistics.median(per_question[q]) if rows else None)
+                   for q, p in points.items()],
+        checks=[CheckStats(q, cid, e["description"], e["hidden"], e["points"], e["failed"],
+                           e["rows"]) for (q, cid), e in failed],
+        checked=checked,
+        timed=len(seconds),
+        ran=len(ran),
+        total_seconds=float(sum(seconds)),
+        median_seconds=statistics.median(ran) if ran else None,
+    )
+
+
+# --------------------------------------------------------------------------- Markdown
+def format_duration(seconds: float | None) -> str:
+    """``mm:ss`` (``h:mm:ss`` from an hour on); ``--`` for ``None``."""
+    if seconds is None:
+        return "--"
+    total = max(0, int(round(seconds)))
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    return format_points(round(x, digits))
+
+
+def _percent(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    """A Markdown table padded so that it is aligned as plain text too."""
+    cells = [[_cell(c) for c in header], *[[_cell(c) for c in r] for r in rows]]
+    widths = [max(3, *(len(r[i]) for r in cells)) for i in range(len(header))]
+
+    def line(r: Sequence[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if a else c.ljust(w)
+                                 for c, w, a in zip(r, widths, right, strict=True)) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a else ("-" * (w + 2))
+                          for w, a in zip(widths, right, strict=True)) + "|"
+    return [line(cells[0]), rule, *[line(r) for r in cells[1:]]]
+
+
+def _statuses(s: Summary) -> str:
+    parts = []
+    for status in STATUSES:
+        text = f"{s.counts.get(status, 0)} {status}"
+        if status == "crashed" and s.grader_failures:
+            text += f" ({s.grader_failures} by the grader's fault)"
+        parts.append(text)
+    extra = [f"{n} {k}" for k, n in s.counts.items() if k not in STATUSES]
+    return ", ".join(parts + extra)
+
+
+def summary_markdown(s: Summary, *, compact: bool = False) -> str:
+    """``summary.md``: the summary as Markdown that reads as plain text too.
+
+    ``compact`` (for a terminal): without the note on the file, the five most-failed
+    checks only, descriptions cut to :data:`COMPACT_DESCRIPTION` characters.
+    """
+    title = f"# Summary: {s.assignment}" if s.assignment else "# Summary"
+    lines = [title, ""]
+    if not compact:
+        lines += ["Written by `kpca-course grade` from `grades.json` after every batch (this "
+                  "file and `summary.png` are replaced each time).", ""]
+    lines += [f"**{s.n} submission{'s' if s.n != 1 else ''}**: {_statuses(s)}.", ""]
+    lines += [f"## Scores (out of {format_points(s.max_score)})", ""]
+    if not s.n:
+        lines += ["No submission yet.", ""]
+    else:
+        lines.append(f"Mean {_num(s.mean)}, median {_num(s.median)} over all {s.n} "
+                     "submissions (an invalid submission scores 0).")
+        if s.grader_failures:
+            lines.append(f"{s.grader_failures} row(s) the grader failed on count as 0 until "
+                         "they are graded again (`--merge`).")
+        lines.append("")
+        peak = max(b.count for b in s.bins) or 1
+        lines += _table(["score", "submissions", ""],
+                        [[b.label, str(b.count), "#" * math.ceil(30 * b.count / peak)]
+                         for b in s.bins], [False, True, False])
+        lines.append("")
+    lines += ["## Questions", ""]
+    lines += _table(["question", "points", "mean", "median", "mean %"],
+                    [[q.id, format_points(q.points), _num(q.mean), _num(q.median),
+                      _percent(None if q.mean is None or not q.points else q.mean / q.points)]
+                     for q in s.questions], [False, True, True, True, True])
+    lines += ["", "## Most-failed checks", ""]
+    if not s.checks:
+        lines.append("No check failed." if s.checked else "No checks ran.")
+    else:
+        shown = s.checks[:TOP_CHECKS // 2 if compact else TOP_CHECKS]
+
+        def describe(text: str) -> str:
+            if compact and len(text) > COMPACT_DESCRIPTION:
+                return text[:COMPACT_DESCRIPTION - 3].rstrip() + "..."
+            return text
+
+        lines += _table(["check", "question", "description", "kind", "failed", "share"],
+                        [[c.id, c.question, describe(c.description),
+                          "hidden" if c.hidden else "public", str(c.failed), _percent(c.share)]
+                         for c in shown],
+                        [False, False, False, False, True, True])
+        lines.append("")
+        more = len(s.checks) - len(shown)
+        lines.append(f"Share: of the {s.checked} submission(s) whose checks ran (not invalid "
+                     "ones, nor those the grader failed on)."
+                     + (f" {more} more check(s) failed at least once (see grades.json)."
+                        if more > 0 else ""))
+    lines += ["", "## Run time", ""]
+    if not s.timed:
+        lines.append("No run time recorded.")
+    else:
+        median = "-" if s.median_seconds is None else f"{s.median_seconds:.1f} s"
+        lines.append(f"Total {format_duration(s.total_seconds)} (mm:ss) of notebook runs, median "
+                     f"{median} per submission that ran ({s.ran} of {s.timed}; an invalid "
+                     "submission runs nothing).")
+    if s.n > s.timed:
+        lines.append(f"{s.n - s.timed} row(s) have no run time (graded by an older kpca-course).")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- figure
+def summary_png(s: Summary, *, dpi: int = 100) -> bytes:
+    """``summary.png``: the score histogram, each question's mean and median as a
+    fraction of its points, and the status counts, side by side."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(15, 4.8), dpi=dpi)  # fixed margins: a layout engine doubles the time
+    FigureCanvasAgg(fig)
+    ax_hist, ax_q, ax_status = fig.subplots(1, 3, width_ratios=[1.3, 1.2, 0.8], gridspec_kw={
+        "left": 0.05, "right": 0.99, "bottom": 0.2, "top": 0.86, "wspace": 0.22})
+    title = f"{s.assignment}: " if s.assignment else ""
+    fig.suptitle(f"{title}{s.n} submission{'s' if s.n != 1 else ''}, mean {_num(s.mean)}, "
+                 f"median {_num(s.median)} / {format_points(s.max_score)}")
+
+    x = list(range(len(s.bins)))
+    ax_hist.bar(x, [b.count for b in s.bins], color="#4c72b0")
+    ax_hist.set_xticks(x, [b.label for b in s.bins], rotation=60 if len(x) > 6 else 0,
+                       fontsize=8)
+    ax_hist.set_xlabel("score")
+    ax_hist.set_ylabel("submissions")
+    ax_hist.set_title("Score histogram")
+    ax_hist.yaxis.get_major_locator().set_params(integer=True)
+
+    qx = list(range(len(s.questions)))
+    width = 0.38
+
+    def frac(v: float | None, q: QuestionStats) -> float:
+        return (v or 0.0) / q.points if q.points else 0.0
+
+    ax_q.bar([i - width / 2 for i in qx], [frac(q.mean, q) for q in s.questions], width,
+             label="mean", color="#55a868")
+    ax_q.bar([i + width / 2 for i in qx], [frac(q.median, q) for q in s.questions], width,
+             label="median", color="#c44e52")
+    ax_q.set_xticks(qx, [f"{q.id}\n({format_points(q.points)} pt)" for q in s.questions],
+                    rotation=30 if len(qx) > 5 else 0, fontsize=8)
+    ax_q.set_ylim(0, 1.05)
+    ax_q.set_ylabel("fraction of the question's points")
+    ax_q.set_title("Per question")
+    ax_q.legend(loc="upper right", fontsize=8)
+
+    names = [*STATUSES, "grader failure"]
+    values = [s.counts.get(k, 0) for k in STATUSES] + [s.grader_failures]
+    colors = ["#55a868", "#dd8452", "#c44e52", "#8c8c8c", "#8172b3"]
+    bars = ax_status.bar(names, values, color=colors)
+    ax_status.bar_label(bars, fontsize=8)
+    ax_status.tick_params(axis="x", labelrotation=30, labelsize=8)
+    ax_status.set_title("Status")
+    ax_status.yaxis.get_major_locator().set_params(integer=True)
+    ax_status.set_ylim(0, max(1, *values) * 1.15)
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
