@@ -57,10 +57,12 @@ class Slip:
 
     def same_as(self, other: Slip | None) -> bool:
         """The same recognised slip as ``other``, or a part of it: every relation of this code
-        (``a+b`` holds two) is one of ``other``'s, with the same factors where they are given."""
+        (``a+b`` holds two; ``a|b``, one that cannot be told from the other on these inputs) is
+        one of ``other``'s, with the same factors where they are given."""
         if other is None or not self.code or not other.code:
             return False
-        if not set(self.code.split("+")) <= set(other.code.split("+")):
+        theirs = set(other.code.split("+"))
+        if not all(set(part.split("|")) & theirs for part in self.code.split("+")):
             return False
         m = min(len(self.values), len(other.values))
         return all(
@@ -300,8 +302,8 @@ def diagnose_eigenvalues(ev: np.ndarray, X: np.ndarray, k: int) -> Slip | None:
         if div <= 0:
             continue
         tries.append(("ascending", small / div, (
-            "these are the smallest eigenvalues, not the largest: numpy.linalg.eigh returns eigenvalues "
-            "in ascending order, so the largest come last" + note + ".")))
+            "you took the smallest eigenvalues: numpy.linalg.eigh returns them in ascending order, so "
+            "the largest come last" + note + ".")))
     tries += [
         ("order", ref[::-1], "these are the right eigenvalues in increasing order: return them in "
          "decreasing order (the first component has the largest variance), W's columns in the same order."),
@@ -320,16 +322,19 @@ def diagnose_eigenvalues(ev: np.ndarray, X: np.ndarray, k: int) -> Slip | None:
             "covariance are λ.")),
     ]
     un = _spectrum(X @ X.T)
+    Xr = X - X.mean(axis=1, keepdims=True)
+    rows = _spectrum(Xr @ Xr.T)
     for div, note in ((n, ""), (1, ", and not divided by n"), (n - 1, ", and divided by n − 1")):
         tries.append(("uncentred", un[:k] / div, (
             "these are the eigenvalues of the uncentred data (X instead of Xc = X − mean)" + note + ": "
             "PCA describes the spread around the mean, so centre X first.")))
+        tries.append(("centred-rows", rows[:k] / div, _ROWS + note + "."))
     for code, cand, why in tries:
         if _close(ev, cand, max(scale, float(np.max(np.abs(cand)))), 1e-6):
             return Slip(code, why)
     r = ev / np.where(ref == 0, np.nan, ref)
     if np.all(np.isfinite(r)) and np.ptp(r) <= 1e-6 * abs(float(np.mean(r))):
-        return Slip("", f"all your eigenvalues are {float(np.mean(r)):.4g} times the covariance's "
+        return Slip("ratio", f"all your eigenvalues are {float(np.mean(r)):.4g} times the covariance's "
                     "(C = XcᵀXc/n): a normalisation is off.")
     if np.any(np.diff(ev) > 1e-9 * scale):
         return Slip("", "your eigenvalues differ from those of the covariance C = XcᵀXc/n, and they are "
@@ -359,6 +364,10 @@ def _ascending_directions(W: np.ndarray, ev: np.ndarray | None, Xc: np.ndarray, 
         if float(np.linalg.norm(C @ w - rho * w)) > 1e-6 * top or rho > bound:
             return False
     return True
+
+
+_ROWS = ("you centred each row (each point: the mean over axis 1) instead of each column: the mean to "
+         "remove is the mean point, one value per feature, the same for every row")
 
 
 def _same_span(W: np.ndarray, R: np.ndarray, groups: list[list[int]]) -> bool:
@@ -418,8 +427,8 @@ def diagnose_directions(W: np.ndarray, ev_slip: Slip | None, X: np.ndarray, k: i
     finite = bool(np.all(np.isfinite(W)))
     if ev_slip is not None and ev_slip.code == "ascending" and _ascending_directions(W, ev, Xc, C, k):
         return Slip("ascending", (
-            "W belongs to the smallest eigenvalues: numpy.linalg.eigh returns eigenvalues in "
-            "ascending order, so the largest come last"
+            "W belongs to the smallest eigenvalues: you took them because numpy.linalg.eigh returns "
+            "eigenvalues in ascending order, so the largest come last"
             + ("; the smallest eigenvalue of XcXcᵀ is 0, and dividing by its square root gives NaN "
                "or infinity" if not finite else "") + "."))
     if not finite:
@@ -437,8 +446,9 @@ def diagnose_directions(W: np.ndarray, ev_slip: Slip | None, X: np.ndarray, k: i
             return Slip("scale:" + named[0], (
                 "the columns of W point in the right directions, but their norms are a constant factor "
                 f"per column, {named[1]}. α = β/√(nλ) makes w = Xcᵀα a unit vector."), ())
-        return Slip("", (f"the columns of W point in the right directions but are not unit vectors (norms "
-                         f"{np.round(norms, 4).tolist()}). Hint: α = β/√(nλ) makes w = Xcᵀα a unit vector."))
+        return Slip("scale:other", (
+            f"the columns of W point in the right directions but are not unit vectors (norms "
+            f"{np.round(norms, 4).tolist()}). Hint: α = β/√(nλ) makes w = Xcᵀα a unit vector."))
     if not np.allclose(norms, 1.0, rtol=0, atol=1e-6):
         return Slip("", f"the columns of W should be unit vectors; their norms are {np.round(norms, 4).tolist()}. "
                     "Hint: α = β/√(nλ) makes w = Xcᵀα a unit vector.")
@@ -446,6 +456,10 @@ def diagnose_directions(W: np.ndarray, ev_slip: Slip | None, X: np.ndarray, k: i
     if _same_span(Wn, un_W, _groups(un_ev)):
         return Slip("uncentred", "W holds the principal directions of the uncentred data (X instead of "
                     "Xc = X − mean): PCA describes the spread around the mean, so centre X first.")
+    Xr = X - X.mean(axis=1, keepdims=True)
+    r_ev, r_W = _top_vectors(Xr.T @ Xr, k)
+    if _same_span(Wn, r_W, _groups(r_ev)):
+        return Slip("centred-rows", "W: " + _ROWS + ".")
     by_variance = np.argsort([-float(w @ C @ w) for w in Wn.T], kind="stable")
     if np.any(by_variance != np.arange(k)) and _same_span(Wn[:, by_variance], ref_W, groups):
         return Slip("order", "the columns of W are the right directions in the wrong order: w_1 belongs to "
@@ -559,6 +573,10 @@ def diagnose_centering(got: np.ndarray, K: np.ndarray, K_new: np.ndarray | None 
         elif abs(delta + g) <= tol:
             codes.append("grand-twice")
             parts.append("the rows and columns are right, but the grand mean is added back twice")
+        elif new and A.shape[0] == 1:  # one row: its statistic and the constant cannot be told apart
+            codes.append("rows-other|constant")
+            parts.append(f"the columns are right, but the result is off by {-delta:.3g}: the statistic "
+                         "subtracted for the new point or the constant added back is wrong")
         else:
             codes.append("constant")
             parts.append(f"the rows and columns are right, but every entry is off by the same constant "
@@ -631,8 +649,8 @@ def diagnose_projection(Z: np.ndarray, ref: np.ndarray, nlam: np.ndarray, n: int
                         "belongs to the largest eigenvalue of K^c, the others follow in decreasing order.")
     if Z.shape[0] == Kc.shape[0] and _bottom_components(Z, ref, Kc, k, require_low=what != "self"):
         return Slip("ascending", (
-            f"{what_name(what)}: your components belong to the smallest eigenvalues of K^c: numpy.linalg.eigh "
-            "returns eigenvalues in ascending order, so the largest come last"
+            f"{what_name(what)}: you took the smallest eigenvalues of K^c: numpy.linalg.eigh returns them "
+            "in ascending order, so the largest come last"
             + ("" if finite else "; the smallest is 0, and dividing by its square root gives NaN or infinity")
             + "."))
     if not finite:
