@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from feedback_mistakes import CATALOGUE, FULL, grade_all, public_ids, public_run, submission  # noqa: E402
+from feedback_mistakes import CATALOGUE, FULL, grade_all, public_run, submission  # noqa: E402
+
+from kpca_lib.course.grading.questions import get_question  # noqa: E402
 
 
 def _cell(text: str, limit: int = 260) -> str:
@@ -38,8 +40,8 @@ def table(records: dict, public: dict) -> str:
     ]
     for m in CATALOGUE:
         report, _ = public[m.id]
-        failed_public = [(cid, msg) for cid, (mark, msg) in sorted(report.items())
-                         if mark == "✘" and cid in public_ids(m.question)]
+        order = [c.id for c in get_question(m.question).checks]
+        failed_public = [(cid, report[cid][1]) for cid in order if report.get(cid, ("", ""))[0] == "✘"]
         pub = f"✘ {failed_public[0][1]}" if failed_public else "✔ all public checks pass"
         rec = records[m.id]
         failed = [c for c in rec["checks"] if c["question"] == m.question and not c["passed"]]

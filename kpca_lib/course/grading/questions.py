@@ -53,6 +53,8 @@ from .plain import (
 )
 
 __all__ = [
+    "call_with",
+    "own_break_even",
     "Check",
     "Question",
     "QUESTIONS",
@@ -391,11 +393,11 @@ def _count_probe(ns: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any
         "counts": plain_list([call(ns, "n_features", *ints(r)) for r in inputs["pairs"]]),
         "cheaper": plain_list([call(ns, "kernel_cheaper", *ints(r)) for r in inputs["triples"]]),
         "big": plain_list([call(ns, "n_features", *ints(r)) for r in inputs["big"]]),
-        "cheaper_own": plain_list([_own_break_even(ns, *ints(r)[:2]) for r in inputs["triples"]]),
+        "cheaper_own": plain_list([own_break_even(ns, *ints(r)[:2]) for r in inputs["triples"]]),
     }
 
 
-def _own_break_even(ns: Mapping[str, Any], d: int, p: int) -> Any:
+def own_break_even(ns: Mapping[str, Any], d: int, p: int) -> Any:
     """``[D, kernel_cheaper(d, p, D − 1), kernel_cheaper(d, p, D)]`` with D the student's own
     ``n_features(d, p)``: kernel_cheaper's rule judged at the student's own break-even point."""
     out = _call_raw(ns, "n_features", d, p)
@@ -429,7 +431,8 @@ def _count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
                        for (d, p), v in zip(inputs["pairs"], counts, strict=False)
                        if as_int(v, "n_features") != math.comb(int(d) + int(p), int(p)))
     raise CheckError(
-        f"n_features({d}, {p}) = {got} is not the number of monomials of degree ≤ {p} in {d} variables"
+        f"n_features({d}, {p}) = {got} is not the number of monomials of degree ≤ {p} in {d} "
+        f"variable{'s' if d > 1 else ''}"
         + (f": {slip.message}" if slip.recognised else
            ". Hint: check small cases by hand (d = 2, p = 2 gives the lecture's 6 features) and compare "
            "with your explicit φ from question 1.")
@@ -828,7 +831,8 @@ def verify_counterexample(name: str, points: Any) -> str:
     result = check_mercer_matrix(kernel_matrix(k, P))
     if result.valid:
         raise CheckError(
-            f"counterexamples[{name!r}]: on your {P.shape[0]} points the kernel matrix of {formula} "
+            f"counterexamples[{name!r}]: on your {P.shape[0]} point{'s' if P.shape[0] > 1 else ''} the "
+            f"kernel matrix of {formula} "
             f"is symmetric and positive semi-definite (smallest eigenvalue {result.min_eigenvalue:.3g}), "
             "so these points do not violate Mercer's condition: either the points or the verdict is wrong. "
             f"If {formula} is not a kernel, look for points where K_ij ≠ K_ji, or a small set (even one or "
@@ -848,7 +852,8 @@ def _mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     for name in rejected:
         if name not in examples:
             raise CheckError(
-                f"you marked {name!r} as not a kernel: give points showing it in counterexamples[{name!r}]."
+                f"you marked {name!r} as not a kernel: give points showing it in counterexamples[{name!r}] "
+                "(if no points violate Mercer's condition for it, reconsider the verdict)."
             )
         notes.append(verify_counterexample(name, examples[name]))
     return "every 'not a kernel' verdict has a valid counterexample (" + "; ".join(notes) + ")."
