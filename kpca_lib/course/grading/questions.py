@@ -25,13 +25,25 @@ Hidden checks are not here: they live only in ``solutions/`` (cells with role
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from .diagnosis import (
+    Slip,
+    column_fit,
+    counted_once,
+    diagnose_centering,
+    diagnose_cheaper,
+    diagnose_count,
+    diagnose_directions,
+    diagnose_eigenvalues,
+    diagnose_phi,
+    diagnose_projection,
+)
 from .plain import (
     CheckError,
     as_array,
@@ -42,9 +54,12 @@ from .plain import (
     as_map,
     encode,
     error_value,
+    plain_list,
 )
 
 __all__ = [
+    "call_with",
+    "own_break_even",
     "Check",
     "Question",
     "call",
@@ -191,33 +206,57 @@ def _poly_kernel(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
     return (X @ Y.T + 1.0) ** p
 
 
-def _check_phi_identity(
-    answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str, label: str
-) -> str:
+def phi_slip(
+    answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str, label: str,
+    *, name_count: bool = False, count: bool = False, tol: float = 1e-8,
+) -> Slip | None:
+    """The diagnosis of ``label`` on the points ``X``, ``Y`` (``None``: φ(x)ᵀφ(y) = (xᵀy + 1)^p
+    and, with ``count``, C(d + p, p) features). Malformed answers raise :class:`CheckError`."""
     PX = as_array(answers[fx], f"{label}(X)", ndim=2)
     PY = as_array(answers[fy], f"{label}(Y)", ndim=2)
     if PX.shape[0] != X.shape[0] or PY.shape[0] != Y.shape[0]:
         raise CheckError(
-            f"{label} should return one row per point: for X of shape {X.shape} it returned "
-            f"shape {PX.shape}. Hint: points are rows, so the result is (n_samples, D)."
+            f"{label} should return one row per point: for {X.shape[0]} points in R^{X.shape[1]} it "
+            f"returned shape {PX.shape}. Hint: points are rows, so the result is (n_samples, D)."
         )
     if PX.shape[1] != PY.shape[1]:
         raise CheckError(
             f"{label} returned {PX.shape[1]} features for one input and {PY.shape[1]} for another; "
             "the number of features must not depend on the data."
         )
-    K = _poly_kernel(X, Y, p)
-    err = _rel_err(PX @ PY.T, K)
-    if err > 1e-8:
-        i, j = np.unravel_index(np.argmax(np.abs(PX @ PY.T - K)), K.shape)
-        raise CheckError(
-            f"{label}(x)ᵀ{label}(y) differs from (xᵀy + 1)^{p} by up to {err:.3g} (relative); "
-            f"e.g. for the points x = {np.round(X[i], 3).tolist()}, y = {np.round(Y[j], 3).tolist()}: "
-            f"{float((PX @ PY.T)[i, j]):.6g} instead of {float(K[i, j]):.6g}. Hint: expand "
-            f"(1 + x₁y₁ + ... )^{p} with the multinomial theorem; each feature carries the square "
-            "root of its multinomial coefficient."
-        )
+    identity = _rel_err(PX @ PY.T, _poly_kernel(X, Y, p)) <= tol
+    if identity and (not count or PX.shape[1] == math.comb(X.shape[1] + p, p)):
+        return None
+    return diagnose_phi(PX, PY, X, Y, p, label, name_count=name_count, identity_ok=identity)
+
+
+def _check_phi_identity(
+    answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str, label: str,
+    *, name_count: bool = False,
+) -> str:
+    slip = phi_slip(answers, X, Y, p, fx, fy, label, name_count=name_count)
+    if slip is not None:
+        raise CheckError(slip.message + _phi_example(answers, X, Y, p, fx, fy, label, slip))
+    PX = as_array(answers[fx], f"{label}(X)", ndim=2)
+    err = _rel_err(PX @ as_array(answers[fy], f"{label}(Y)", ndim=2).T, _poly_kernel(X, Y, p))
     return f"{label}(x)ᵀ{label}(y) = (xᵀy + 1)^{p} on {X.shape[0]}×{Y.shape[0]} random pairs (relative error {err:.1e})."
+
+
+def _phi_example(answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str,
+                 label: str, slip: Slip) -> str:
+    """For a slip that is not recognised: one pair of (public) points where the identity fails."""
+    if slip.recognised:
+        return ""
+    G = as_array(answers[fx], label, ndim=2) @ as_array(answers[fy], label, ndim=2).T
+    K = _poly_kernel(X, Y, p)
+    i, j = np.unravel_index(np.argmax(np.abs(G - K)), K.shape)
+    return (f" E.g. for x = {np.round(X[i], 3).tolist()}, y = {np.round(Y[j], 3).tolist()}: "
+            f"{float(G[i, j]):.6g} instead of {float(K[i, j]):.6g}. Hint: expand (1 + x₁y₁ + …)^{p} "
+            "with the multinomial theorem.")
+
+
+#: Slips of φ that make its number of features wrong (so a dimension equal to it is consistent).
+COUNT_SLIPS = ("missing", "no-constant", "duplicates", "two-coordinates")
 
 
 def phi_identity(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str) -> str:
@@ -225,73 +264,161 @@ def phi_identity(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname:
     return _check_phi_identity(answers, inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
 
 
-def phi_dimension(answers: dict[str, Any], p: int, fname: str, dname: str) -> str:
-    """Check that ``dname`` (probed as ``dim``) is the dimension of ``fname``'s map for d = 2."""
+def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str, dname: str) -> str:
+    """``dname`` is D. A φ with the wrong number of features: when its kernel identity fails, the
+    identity check counts that slip, and a dimension equal to D or to φ's own count passes (not
+    charged twice); when the identity holds (repeated monomials), this check counts it."""
     dim = as_int(answers["dim"], dname)
     PX = as_array(answers["phi_X"], f"{fname}(X)", ndim=2)
+    D = math.comb(2 + p, p)
+    X, Y = inputs["X"], inputs["Y"]
+    if dim == D and PX.shape[1] == D:
+        return f"{dname} = {fname}'s number of features, and no monomial is repeated."
+    full = phi_slip(answers, X, Y, p, "phi_X", "phi_Y", fname, count=True)
+    if full is not None and full.code in COUNT_SLIPS:
+        identity = phi_slip(answers, X, Y, p, "phi_X", "phi_Y", fname) is None
+        if not identity and dim in (D, PX.shape[1]):
+            return (f"{dname} = {dim} is consistent with your {fname}, whose missing or repeated "
+                    "features the check above counts (not charged twice).")
+        if identity:
+            raise CheckError(f"{dname} = {dim}: " + full.message)
     if dim != PX.shape[1]:
         raise CheckError(
             f"{dname} = {dim}, but your {fname} returns {PX.shape[1]} features: the dimension "
             "D is the number of entries of φ(x)."
         )
-    if dim != math.comb(2 + p, p):
-        raise CheckError(
-            f"{dname} = {dim} matches your {fname}, but it is not the dimension of the "
-            "polynomial feature map: "
-            + (
-                "some monomials appear more than once (e.g. x₁x₂ and x₂x₁); merge them, "
-                "adding their weights under the square root."
-                if dim > math.comb(2 + p, p)
-                else "some monomials are missing; every monomial x₁^a x₂^b with a + b ≤ "
-                f"{p} appears."
-            )
+    raise CheckError(
+        f"{dname} = {dim} matches your {fname}, but it is not the dimension of the "
+        "polynomial feature map: "
+        + (
+            "some monomials appear more than once (e.g. x₁x₂ and x₂x₁); merge them, "
+            "adding their weights under the square root."
+            if dim > D
+            else "some monomials are missing; every monomial x₁^a x₂^b with a + b ≤ "
+            f"{p} appears."
         )
-    return f"{dname} = {fname}'s number of features, and no monomial is repeated."
+    )
 
 
 # --------------------------------------------------------------------------- q1c: general d
+def general_slips(answers: dict[str, Any], inputs: dict[str, Any]) -> list[tuple[str, Slip | None]]:
+    """The slips the public checks of ``phi_poly`` find: [(where, slip)] for d = 3 and d = 5
+    (a malformed answer counts as no recognised slip)."""
+    out: list[tuple[str, Slip | None]] = []
+    for where, (x, y, p, fx, fy) in (
+        ("the check for d = 3", ("X3", "Y3", 3, "g3x", "g3y")),
+        ("the check for d = 5", ("X5", "Y5", 2, "g5x", "g5y")),
+    ):
+        try:
+            slip = phi_slip(answers, inputs[x], inputs[y], p, fx, fy, f"phi_poly(·, {p})",
+                            name_count=True, count=(p == 2))
+        except CheckError as exc:
+            slip = Slip("", str(exc))
+        out.append((where, slip))
+    return out
+
+
 def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    return _check_phi_identity(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)")
+    return _check_phi_identity(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)",
+                               name_count=True)
 
 
 def general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    msg = _check_phi_identity(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)")
-    D = as_array(answers["g5x"], "phi_poly(X, 2)", ndim=2).shape[1]
-    if D != math.comb(5 + 2, 2):
-        raise CheckError(
-            f"for d = 5, p = 2 your map has {D} features; the polynomial feature map has one "
-            "feature per monomial of degree ≤ p, each appearing once. Count them with C(d + p, p)."
-        )
-    return msg + " The number of features is C(d + p, p)."
+    slip = phi_slip(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)",
+                    name_count=True, count=True)
+    ok = ("phi_poly(x, 2)ᵀphi_poly(y, 2) = (xᵀy + 1)² for d = 5, and the number of features is "
+          "C(d + p, p).")
+    if slip is not None and not slip.recognised:
+        raise CheckError(slip.message + _phi_example(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y",
+                                                     "phi_poly(·, 2)", slip))
+    return counted_once(slip, general_slips(answers, inputs)[:1], ok)
 
 
 # --------------------------------------------------------------------------- q2: counting
+#: Offsets n − D of the kernel_cheaper cases: both sides of the break-even point and D = n itself.
+CHEAPER_OFFSETS = (-2, -1, 0, 0, 1, 1, 2, -1)
+
+
+def own_break_even(ns: Mapping[str, Any], d: int, p: int) -> Any:
+    """``[D, kernel_cheaper(d, p, D − 1), kernel_cheaper(d, p, D)]`` with D the student's own
+    ``n_features(d, p)``: kernel_cheaper's rule judged at the student's own break-even point."""
+    out = _call_raw(ns, "n_features", d, p)
+    if not isinstance(out, tuple):
+        return out
+    try:
+        D = int(out[1])
+        if D != out[1]:
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        return error_value("n_features did not return an integer")
+    return plain_list([D, call(ns, "kernel_cheaper", d, p, D - 1), call(ns, "kernel_cheaper", d, p, D)])
+
+
+def count_slip(answers: dict[str, Any], inputs: dict[str, Any], key: str = "counts",
+               cases: str = "pairs", label: str | None = None) -> Slip | None:
+    """The diagnosis of ``n_features`` on ``inputs[cases]`` (malformed answers raise CheckError,
+    naming each case unless ``label`` is given)."""
+    values = as_list(answers[key], label or "n_features")
+    got = [as_int(v, label or f"n_features({int(d)}, {int(p)})")
+           for (d, p), v in zip(inputs[cases], values, strict=False)]
+    return diagnose_count(got, [(int(d), int(p)) for d, p in inputs[cases]][: len(got)])
+
+
 def count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     counts = as_list(answers["counts"], "n_features")
-    for (d, p), value in zip(inputs["pairs"], counts, strict=False):
-        d, p = int(d), int(p)
-        got = as_int(value, f"n_features({d}, {p})")
-        if got != math.comb(d + p, p):
-            raise CheckError(
-                f"n_features({d}, {p}) = {got} is not the number of monomials of degree ≤ {p} in "
-                f"{d} variables. Hint: check small cases by hand (d = 2, p = 2 gives the lecture's "
-                "6 features) and compare with your explicit φ from question 1."
-            )
-    return f"n_features(d, p) is right on {len(counts)} random (d, p) pairs."
+    slip = count_slip(answers, inputs)
+    if slip is None:
+        return f"n_features(d, p) is right on {len(counts)} random (d, p) pairs."
+    (d, p), got = next(((int(d), int(p)), as_int(v, "n_features"))
+                       for (d, p), v in zip(inputs["pairs"], counts, strict=False)
+                       if as_int(v, "n_features") != math.comb(int(d) + int(p), int(p)))
+    raise CheckError(
+        f"n_features({d}, {p}) = {got} is not the number of monomials of degree ≤ {p} in {d} "
+        f"variable{'s' if d > 1 else ''}"
+        + (f": {slip.message}" if slip.recognised else
+           ". Hint: check small cases by hand (d = 2, p = 2 gives the lecture's 6 features) and compare "
+           "with your explicit φ from question 1.")
+    )
 
 
 def cheaper_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     values = as_list(answers["cheaper"], "kernel_cheaper")
-    for (d, p, n), value in zip(inputs["triples"], values, strict=False):
-        d, p, n = int(d), int(p), int(n)
-        got = as_bool(value, f"kernel_cheaper({d}, {p}, {n})")
-        if got != (math.comb(d + p, p) > n):
-            raise CheckError(
-                f"kernel_cheaper({d}, {p}, {n}) = {got} is wrong. Hint: compare the size D of "
-                "the D×D covariance in feature space with the n×n kernel matrix; the kernel "
-                "route is cheaper exactly when D > n."
-            )
-    return f"kernel_cheaper(d, p, n) is right on {len(values)} cases near the break-even point."
+    cases = [(int(d), int(p), int(n)) for d, p, n in inputs["triples"]][: len(values)]
+    got = [as_bool(v, f"kernel_cheaper({d}, {p}, {n})") for (d, p, n), v in zip(cases, values, strict=True)]
+    wrong = [(c, g) for c, g in zip(cases, got, strict=True) if g != (math.comb(c[0] + c[1], c[1]) > c[2])]
+    if not wrong:
+        return f"kernel_cheaper(d, p, n) is right on {len(values)} cases near the break-even point."
+    if _follows_own_count(answers, cases, got):
+        return ("kernel_cheaper(d, p, n) answers D > n with D from your own n_features, on every case and "
+                "at your own break-even point: its logic is right. Its wrong answers come from the counts, "
+                "which the check above charges (not charged twice).")
+    slip = diagnose_cheaper(got, cases)
+    (d, p, n), g = wrong[0]
+    raise CheckError(
+        f"kernel_cheaper({d}, {p}, {n}) = {g} is wrong"
+        + (f": {slip.message}" if slip.recognised else
+           ". Hint: compare the size D of the D×D covariance in feature space with the n×n kernel "
+           "matrix; the kernel route is cheaper exactly when D > n.")
+    )
+
+
+def _follows_own_count(answers: dict[str, Any], cases: list[tuple[int, int, int]], got: list[bool]) -> bool:
+    """kernel_cheaper is exactly ``own_D > n`` (own_D from the student's n_features, wrong somewhere)
+    on every case, and True at own_D − 1, False at own_D."""
+    try:
+        own = as_list(answers["cheaper_own"], "n_features")
+        if len(own) != len(cases):
+            return False
+        wrong_count = False
+        for (d, p, n), g, item in zip(cases, got, own, strict=True):
+            D, below, at = as_list(item, "n_features")
+            D = as_int(D, "n_features")
+            if g != (D > n) or as_bool(below, "kernel_cheaper") is not True or as_bool(at, "kernel_cheaper"):
+                return False
+            wrong_count = wrong_count or D != math.comb(d + p, p)
+        return wrong_count
+    except (CheckError, ValueError, TypeError):
+        return False
 
 
 # --------------------------------------------------------------------------- q3: Gram PCA
@@ -316,51 +443,57 @@ def covariance_reference(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
     return vals[order], vecs[:, order]
 
 
-def compare_gram(answers: dict[str, Any], inputs: dict[str, Any], i: str, what: str) -> str:
+def _gram_answers(answers: dict[str, Any], inputs: dict[str, Any], i: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     X, k = np.asarray(inputs["X" + i]), int(inputs["k" + i])
     n, d = X.shape
-    ev = as_array(answers["ev" + i], f"eigenvalues for X of shape {X.shape}", ndim=1)
-    W = as_array(answers["W" + i], f"W for X of shape {X.shape}", ndim=2)
+    ev = as_array(answers["ev" + i], f"the eigenvalues for X of shape {X.shape}", ndim=1, finite=False)
+    W = as_array(answers["W" + i], f"W for X of shape {X.shape}", ndim=2, finite=False)
     if ev.shape != (k,) or W.shape != (d, k):
         raise CheckError(
             f"for X of shape ({n}, {d}) and n_components = {k}, expected eigenvalues of shape "
             f"({k},) and W of shape ({d}, {k}) (one unit direction w_k per column); got "
             f"{ev.shape} and {W.shape}."
         )
-    ref_ev, ref_W = covariance_reference(X, k)
+    return X, ev, W, k
+
+
+def gram_slips(answers: dict[str, Any], inputs: dict[str, Any], i: str) -> tuple[Slip | None, Slip | None]:
+    """(eigenvalue slip, direction slip) of ``gram_pca`` on ``X<i>``; malformed answers raise CheckError."""
+    X, ev, W, k = _gram_answers(answers, inputs, i)
+    ev_slip = diagnose_eigenvalues(ev, X, k) if np.all(np.isfinite(ev)) else Slip(
+        "", "the eigenvalues contain NaN or infinity.")
+    return ev_slip, diagnose_directions(W, ev_slip, X, k, ev)
+
+
+def public_gram_slips(answers: dict[str, Any], inputs: dict[str, Any]) -> list[tuple[str, Slip | None]]:
+    """Every slip the public checks of ``gram_pca`` find, as [(where, slip)]."""
+    out: list[tuple[str, Slip | None]] = []
+    for i in ("1", "2"):
+        try:
+            ev_slip, w_slip = gram_slips(answers, inputs, i)
+        except CheckError:
+            continue
+        out += [("the eigenvalue check", ev_slip), ("the direction check", w_slip)]
+    return out
+
+
+def compare_gram(answers: dict[str, Any], inputs: dict[str, Any], i: str, what: str) -> str:
+    """Check the eigenvalues (``what="eigenvalues"``) or the directions of ``gram_pca`` on ``X<i>``.
+
+    The directions pass when their slip is the one the eigenvalues of the same data show (counted
+    once, in the eigenvalue check)."""
+    X, ev, W, k = _gram_answers(answers, inputs, i)
+    ev_slip, w_slip = gram_slips(answers, inputs, i)
+    shape = f" (X of shape {X.shape})"
     if what == "eigenvalues":
-        err = _rel_err(ev, ref_ev)
-        if err > 1e-6:
-            ratio = float(ev[0] / ref_ev[0]) if ref_ev[0] else float("nan")
-            hint = ""
-            if abs(ratio - n) < 1e-3 * n:
-                hint = " Your values are n times too large: XᵀX has eigenvalues nλ."
-            elif np.any(np.diff(ev) > 1e-9 * abs(ev[0])):
-                hint = " Return them in decreasing order."
-            raise CheckError(
-                f"the eigenvalues differ from those of the covariance C = XcᵀXc/n by up to "
-                f"{err:.3g} (relative; X of shape {X.shape}).{hint} Hint: centre X first."
-            )
-        return f"eigenvalues agree with the covariance route (X of shape {X.shape})."
-    norms = np.linalg.norm(W, axis=0)
-    if np.max(np.abs(norms - 1.0)) > 1e-6:
-        raise CheckError(
-            f"the columns of W should be unit vectors; their norms are {np.round(norms, 4).tolist()}. "
-            "Hint: α = β/√(nλ) makes w = Xcᵀα a unit vector."
-        )
-    for group in _eigen_clusters(ref_ev):
-        P = W[:, group] @ W[:, group].T
-        Pref = ref_W[:, group] @ ref_W[:, group].T
-        err = float(np.max(np.abs(P - Pref)))
-        if err > 1e-6:
-            which = f"w_{group[0] + 1}" if len(group) == 1 else f"w_{group[0] + 1}..w_{group[-1] + 1}"
-            raise CheckError(
-                f"{which} does not match the covariance eigenvector(s) (up to sign"
-                + (" and rotation inside the repeated eigenvalue" if len(group) > 1 else "")
-                + f"): difference {err:.3g} (X of shape {X.shape}). Hint: w = Xcᵀβ/√(nλ) with "
-                "the centred X and β the unit eigenvectors of XcXcᵀ, in the same order as the eigenvalues."
-            )
-    return f"directions agree with the covariance eigenvectors up to sign (X of shape {X.shape})."
+        if ev_slip is not None:
+            raise CheckError(ev_slip.message + shape)
+        return f"eigenvalues agree with the covariance route{shape}."
+    try:
+        return counted_once(w_slip, [("the eigenvalue check", ev_slip)],
+                            f"directions agree with the covariance eigenvectors up to sign{shape}.")
+    except CheckError as exc:
+        raise CheckError(str(exc) + shape) from None
 
 
 def gram_eigenvalues(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
@@ -382,31 +515,32 @@ def _rbf(A: np.ndarray, B: np.ndarray, sigma: float) -> np.ndarray:
     return rbf_kernel(A, B, sigma=sigma)
 
 
-def compare_centered(answers: dict[str, Any], inputs: dict[str, Any], base: str, new: bool) -> str:
-    from ...centering import center_kernel, center_test_kernel
-
-    K_train = np.asarray(inputs[base])
+def center_slip(answers: dict[str, Any], inputs: dict[str, Any], base: str, new: bool) -> Slip | None:
+    """The diagnosis of ``center`` (``new=False``) or ``center_new`` on ``inputs[base]``
+    (malformed answers raise :class:`CheckError`)."""
+    K = np.asarray(inputs[base])
     if new:
         K_new = np.asarray(inputs[base + "_new"])
-        ref = center_test_kernel(K_new, K_train)
-        name = f"center_new(K_new, K) for K_new of shape {K_new.shape}"
-        key = base + "c_new"
-        hint = ("centre with the training statistics: subtract the training column means and the "
-                "mean of each new row, and add the training grand mean.")
+        name, key, shape = f"center_new(K_new, K) for K_new of shape {K_new.shape}", base + "c_new", K_new.shape
     else:
-        ref = center_kernel(K_train)
-        name = f"center(K) for K of shape {K_train.shape}"
-        key = base + "c"
-        hint = ("K_c = K − 1K − K1 + 1K1 with 1 the n×n matrix of 1/n; the rows and columns of "
-                "K_c should then sum to 0.")
-    got = as_array(answers[key], name, shape=ref.shape)
-    err = _rel_err(got, ref)
-    if err > 1e-9:
-        extra = ""
-        if not new:
-            extra = f" (row sums of your K_c reach {float(np.max(np.abs(got.sum(axis=1)))):.3g})"
-        raise CheckError(f"{name} is off by up to {err:.3g} (relative){extra}. Hint: {hint}")
-    return f"{name} matches the centred kernel."
+        K_new, name, key, shape = None, f"center(K) for K of shape {K.shape}", base + "c", K.shape
+    got = as_array(answers[key], name, shape=shape)
+    return diagnose_centering(got, K, K_new)
+
+
+def compare_centered(answers: dict[str, Any], inputs: dict[str, Any], base: str, new: bool) -> str:
+    """Check ``center`` or ``center_new`` on ``inputs[base]``; a slip the training check already
+    found (the same statistic wrong in both functions) is counted once."""
+    slip = center_slip(answers, inputs, base, new)
+    name = "center_new(K_new, K)" if new else "center(K)"
+    ok = f"{name} matches the centred kernel."
+    earlier: list[tuple[str, Slip | None]] = []
+    if new:
+        try:
+            earlier.append(("the check of center", center_slip(answers, inputs, base, False)))
+        except CheckError:
+            pass
+    return counted_once(slip, earlier, ok)
 
 
 # --------------------------------------------------------------------------- q5: kernel PCA
@@ -422,33 +556,118 @@ def kpca_reference(K: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return vals, vecs / np.sqrt(vals)[None, :]
 
 
-def compare_kpca(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> str:
+def call_with(ns: MutableMapping[str, Any], names: Mapping[str, Any], name: str, *args: Any) -> Any:
+    """:func:`call` with ``names`` bound in the namespace ``ns`` for the duration of the call.
+
+    The previous bindings (or their absence) are restored afterwards, whatever happens. The
+    projections of question 5 are probed with the library's correct ``center`` and
+    ``center_new``, so a slip in question 4 never costs question 5 too.
+    """
+    saved = {key: ns.get(key, _MISSING) for key in names}
+    try:
+        for key, value in names.items():
+            ns[key] = value
+        return call(ns, name, *args)
+    finally:
+        for key, value in saved.items():
+            if value is _MISSING:
+                ns.pop(key, None)
+            else:
+                ns[key] = value
+
+
+_KPCA_NAMES = {"Z": "train", "Z_new": "new", "Z_self": "self"}
+
+
+def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Slip | None:
+    """The diagnosis of the projections ``answers[which]`` (``"Z"``, ``"Z_new"`` or ``"Z_self"``)
+    against kernel PCA, each component up to sign; malformed answers raise :class:`CheckError`."""
     from ...centering import center_kernel, center_test_kernel
 
     K, k = np.asarray(inputs["K"]), int(inputs["k"])
-    vals, alphas = kpca_reference(K, k)
-    if which == "Z":
-        ref = center_kernel(K) @ alphas
-        name = "kpca_project(K, n_components)"
-        hint = ("the k-th coordinate of x_i is Σ_j α_kj K^c_ij with α_k = β_k/√(nλ_k) and K^c "
-                "the centred kernel (the modified step 3).")
-    elif which == "Z_new":
-        ref = center_test_kernel(np.asarray(inputs["K_new"]), K) @ alphas
-        name = "kpca_project_new(K_new, K, n_components)"
-        hint = ("centre the new rows with the training statistics (question 4), then multiply "
-                "by the α of the training kernel.")
-    else:
-        ref = center_kernel(K) @ alphas[:, :1]
-        name = "kpca_project_new(K, K, 1)"
-        hint = "the training points, projected as new points, must land where kpca_project puts them."
-    Z = as_array(answers[which], name, shape=ref.shape)
-    err, col = _signed_col_err(Z, ref)
-    if err > 1e-6:
-        raise CheckError(
-            f"{name}: component {col + 1} differs from kernel PCA by up to {err:.3g} (relative, "
-            f"compared up to sign). Hint: {hint}"
-        )
-    return f"{name} matches kernel PCA up to the sign of each component."
+    kk = 1 if which == "Z_self" else k
+    vals, alphas = kpca_reference(K, kk)
+    Kc = center_kernel(K)
+    rows = np.asarray(inputs["K_new"]) if which == "Z_new" else K
+    rows_c = center_test_kernel(rows, K)
+    ref = rows_c @ alphas
+    name = {"Z": "kpca_project(K, n_components)", "Z_new": "kpca_project_new(K_new, K, n_components)",
+            "Z_self": "kpca_project_new(K, K, 1)"}[which]
+    Z = as_array(answers[which], name, shape=ref.shape, finite=False)
+    uvals, uvecs = np.linalg.eigh((K + K.T) / 2)
+    top = np.argsort(uvals)[::-1][:kk]
+    alpha_u = uvecs[:, top] / np.sqrt(np.abs(uvals[top]))
+    return diagnose_projection(Z, ref, vals, K.shape[0], Kc, _KPCA_NAMES[which],
+                               uncentred_refs=(rows_c @ alpha_u, rows @ alpha_u))
+
+
+def _component_signs(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> np.ndarray | None:
+    """The sign of each component of ``answers[which]`` relative to the reference (None if unknown)."""
+    from ...centering import center_test_kernel
+
+    K, k = np.asarray(inputs["K"]), int(inputs["k"])
+    kk = 1 if which == "Z_self" else k
+    _, alphas = kpca_reference(K, kk)
+    rows = np.asarray(inputs["K_new"]) if which == "Z_new" else K
+    ref = center_test_kernel(rows, K) @ alphas
+    try:
+        Z = as_array(answers[which], which, shape=ref.shape)
+    except CheckError:
+        return None
+    c, _, res = column_fit(Z, ref)
+    return np.sign(c) if np.all(res <= 1e-7) and np.all(c != 0) else None
+
+
+def _sign_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Slip | None:
+    """Components of ``which`` whose sign differs from kpca_project's (same data, same α)."""
+    mine, train = _component_signs(answers, inputs, which), _component_signs(answers, inputs, "Z")
+    if mine is None or train is None:
+        return None
+    flipped = [j + 1 for j in range(mine.size) if mine[j] != train[j]]
+    if not flipped:
+        return None
+    name = "kpca_project_new(K, K, 1)" if which == "Z_self" else "kpca_project_new"
+    return Slip("sign", (
+        f"component{'s' if len(flipped) > 1 else ''} {', '.join(map(str, flipped))} of {name} "
+        f"ha{'ve' if len(flipped) > 1 else 's'} the opposite sign of kpca_project's: new points must be "
+        "projected on the same axes as the training points (the same α, sign included), or a new point "
+        "equal to a training point lands on the mirror image of its projection."))
+
+
+def kpca_public_slips(answers: dict[str, Any], inputs: dict[str, Any]) -> list[tuple[str, Slip | None]]:
+    """The slips the public checks of question 5 find, as [(where, slip)]."""
+    out: list[tuple[str, Slip | None]] = []
+    for which, where in (("Z", "the check of kpca_project"), ("Z_new", "the check of kpca_project_new")):
+        try:
+            slip = kpca_slip(answers, inputs, which)
+        except CheckError:
+            continue
+        if which == "Z_new" and slip is None:
+            slip = _sign_slip(answers, inputs, "Z_new")
+        out.append((where, slip))
+    return out
+
+
+def compare_kpca(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> str:
+    """Check projections against kernel PCA: ``"Z"`` (training points), ``"Z_new"`` (new points,
+    with the signs of kpca_project's components) or ``"Z_self"`` (training points as new points:
+    kpca_project's first component, sign included). A slip found by an earlier check is counted once."""
+    slip = kpca_slip(answers, inputs, which)
+    if slip is None and which != "Z":
+        slip = _sign_slip(answers, inputs, which)
+    ok = {"Z": "kpca_project(K, n_components) matches kernel PCA up to the sign of each component.",
+          "Z_new": "kpca_project_new(K_new, K, n_components) matches kernel PCA, with the signs of "
+                   "kpca_project's components.",
+          "Z_self": "the training points projected as new points land on their training projections."}[which]
+    earlier = kpca_public_slips(answers, inputs)
+    earlier = earlier[:0] if which == "Z" else earlier[:1] if which == "Z_new" else earlier
+    try:
+        return counted_once(slip, earlier, ok)
+    except CheckError as exc:
+        known = [(where, s) for where, s in earlier if s is not None and s.recognised]
+        if slip is None or slip.recognised or not known:
+            raise
+        raise CheckError(f"{exc} It may come from the slip {known[0][0]} reports: {known[0][1].message}") from None
 
 
 # --------------------------------------------------------------------------- q6: Mercer
@@ -490,10 +709,13 @@ def verify_counterexample(name: str, points: Any) -> str:
     result = check_mercer_matrix(kernel_matrix(k, P))
     if result.valid:
         raise CheckError(
-            f"counterexamples[{name!r}]: on your {P.shape[0]} points the kernel matrix of {formula} "
+            f"counterexamples[{name!r}]: on your {P.shape[0]} point{'s' if P.shape[0] > 1 else ''} the "
+            f"kernel matrix of {formula} "
             f"is symmetric and positive semi-definite (smallest eigenvalue {result.min_eigenvalue:.3g}), "
-            "so these points do not show that it is invalid. Hint: look for points where K_ij ≠ K_ji, "
-            "or a small set (even one or two points) with a negative eigenvalue."
+            "so these points do not violate Mercer's condition: either the points or the verdict is wrong. "
+            f"If {formula} is not a kernel, look for points where K_ij ≠ K_ji, or a small set (even one or "
+            "two points) with a negative eigenvalue; if it is a kernel, no points can show otherwise, and "
+            f"is_kernel[{name!r}] should be True."
         )
     return f"{name}: {'not symmetric' if not result.symmetric else 'not PSD'} on your points"
 
@@ -508,7 +730,8 @@ def mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     for name in rejected:
         if name not in examples:
             raise CheckError(
-                f"you marked {name!r} as not a kernel: give points showing it in counterexamples[{name!r}]."
+                f"you marked {name!r} as not a kernel: give points showing it in counterexamples[{name!r}] "
+                "(if no points violate Mercer's condition for it, reconsider the verdict)."
             )
         notes.append(verify_counterexample(name, examples[name]))
     return "every 'not a kernel' verdict has a valid counterexample (" + "; ".join(notes) + ")."
@@ -545,25 +768,46 @@ def homework_faces() -> tuple[Any, np.ndarray, np.ndarray]:
     return pca, train, faces[85]
 
 
+@lru_cache(maxsize=1)
+def _separating_grid() -> tuple[tuple[float, bool], ...]:
+    """(σ, separates?) on a logarithmic grid of the slider's range, for the homework moons."""
+    from ...analysis import first_component_separates
+
+    X, y = homework_moons()
+    lo, hi = SIGMA_RANGE
+    return tuple((float(s), bool(first_component_separates(X, y, float(s))[0]))
+                 for s in np.geomspace(lo, hi, 41))
+
+
 def sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     from ...analysis import first_component_separates
 
     sigma = as_float(answers["sigma"], "answer_sigma")
     lo, hi = SIGMA_RANGE
     if not lo <= sigma <= hi:
-        raise CheckError(f"answer_sigma = {sigma:g} is outside the slider's range [{lo}, {hi}].")
+        raise CheckError(f"answer_sigma = {sigma:g} is outside the slider's range [{lo}, {hi}]: paste "
+                         "the line shown under the slider, for a σ where the status says the moons are "
+                         "separated.")
     X, y = homework_moons()
     ok, acc = first_component_separates(X, y, sigma)
     if not ok:
+        good = [s for s, sep in _separating_grid() if sep]
+        if good and all(s < sigma for s in good):
+            where = "only smaller σ separate them: move the slider to the left"
+        elif good and all(s > sigma for s in good):
+            where = "only larger σ separate them: move the slider to the right"
+        else:
+            where = "move the slider until the status line says the classes are separated"
         raise CheckError(
             f"at σ = {sigma:.4g} the best threshold on the first kernel principal component "
-            f"classifies {acc:.1%} of the points: the moons are not separated. Hint: move the "
-            "slider until the status line says the classes are separated, then paste the line it shows."
+            f"classifies {acc:.1%} of the points: the moons are not separated; {where}, then paste the "
+            "line it shows."
         )
     return f"at σ = {sigma:.4g} a threshold on the first component separates the moons (100%)."
 
 
-def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
+    """answer_r and its relative reconstruction error (range checked)."""
     from ...analysis import reconstruction_errors
 
     r = as_int(answers["r"], "answer_r")
@@ -571,10 +815,36 @@ def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     r_max = pca.components_.shape[0]
     if not 0 <= r <= r_max:
         raise CheckError(f"answer_r = {r} is outside the slider's range [0, {r_max}].")
-    err = float(reconstruction_errors(pca, face, [r])[0])
+    return r, float(reconstruction_errors(pca, face, [r])[0])
+
+
+def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+    r, err = _r_value(answers)
     if not err < FACE_TARGET:
         raise CheckError(
             f"with r = {r} eigenfaces the relative error is {err:.1%}, not below the target "
             f"{FACE_TARGET:.1%}. Hint: more components lower the error."
         )
     return f"with r = {r} the error {err:.1%} is below {FACE_TARGET:.1%}."
+
+
+def r_smallest(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """Question 8's main requirement: no smaller r reaches the target (and r does)."""
+    from ...analysis import reconstruction_errors
+
+    r, err = _r_value(answers)
+    if not err < FACE_TARGET:
+        raise CheckError(
+            f"with r = {r} the error {err:.1%} does not reach the target {FACE_TARGET:.1%}, so r is not "
+            "the smallest r that reaches it: move the slider up until the error first goes below the target."
+        )
+    pca, _, face = homework_faces()
+    if r > 0:
+        before = float(reconstruction_errors(pca, face, [r - 1])[0])
+        if before < FACE_TARGET:
+            raise CheckError(
+                f"with r = {r} the error {err:.1%} is below the target, but fewer eigenfaces reach it too "
+                f"(with r − 1 = {r - 1} the error is {before:.1%}): the question asks for the smallest r. "
+                "Move the slider down until one eigenface less goes above the target."
+            )
+    return f"r = {r} is the smallest number of eigenfaces below {FACE_TARGET:.1%} (error {err:.1%})."
