@@ -2,8 +2,11 @@
 
 The pieces, in the order a submission meets them:
 
-* :mod:`kpca_lib.course.grading.questions`: every question's declared answers, how they are
-  probed (evaluated on inputs), and its public checks.
+* :mod:`kpca_lib.course.grading.registry`: questions are defined in the question cells of
+  ``solutions/`` notebooks (names, inputs, probe, public checks, points);
+  :mod:`kpca_lib.course.grading.questions` holds what a question is and the probing and
+  comparison helpers those cells use, and :mod:`kpca_lib.course.grading.diagnosis` the
+  diagnoses of common slips (each charged once per question).
 * :mod:`kpca_lib.course.grading.plain`: answers cross the trust boundary only as plain JSON
   data (numbers, arrays, booleans); never pickle, never live objects.
 * :mod:`kpca_lib.course.grading.notebooks`: cell roles in notebook metadata; rebuilding the
