@@ -179,28 +179,6 @@ def _rel_err(A: np.ndarray, B: np.ndarray) -> float:
     return float(np.max(np.abs(A - B))) / scale if A.size else 0.0
 
 
-def _signed_col_err(Z: np.ndarray, Zref: np.ndarray) -> tuple[float, int]:
-    """Largest relative error over columns, each compared up to its sign."""
-    worst, col = 0.0, -1
-    for j in range(Zref.shape[1]):
-        e = min(_rel_err(Z[:, j], Zref[:, j]), _rel_err(-Z[:, j], Zref[:, j]))
-        if e > worst:
-            worst, col = e, j
-    return worst, col
-
-
-def _eigen_clusters(values: np.ndarray, rtol: float = 1e-6) -> list[list[int]]:
-    """Indices of (numerically) equal eigenvalues, in order."""
-    scale = max(float(np.max(np.abs(values))), 1e-300)
-    groups: list[list[int]] = []
-    for i, v in enumerate(values):
-        if groups and abs(values[groups[-1][-1]] - v) <= rtol * scale:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
 # --------------------------------------------------------------------------- q1: explicit φ
 def _poly_kernel(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
     return (X @ Y.T + 1.0) ** p
@@ -509,12 +487,6 @@ def gram_vectors(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- q4: centring
-def _rbf(A: np.ndarray, B: np.ndarray, sigma: float) -> np.ndarray:
-    from ...kernels import rbf_kernel
-
-    return rbf_kernel(A, B, sigma=sigma)
-
-
 def center_slip(answers: dict[str, Any], inputs: dict[str, Any], base: str, new: bool) -> Slip | None:
     """The diagnosis of ``center`` (``new=False``) or ``center_new`` on ``inputs[base]``
     (malformed answers raise :class:`CheckError`)."""
