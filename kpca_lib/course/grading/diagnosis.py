@@ -26,6 +26,7 @@ import numpy as np
 from .plain import CheckError
 
 __all__ = [
+    "components_taken",
     "Slip",
     "counted_once",
     "monomial_name",
@@ -656,6 +657,13 @@ def diagnose_projection(Z: np.ndarray, ref: np.ndarray, nlam: np.ndarray, n: int
     if not finite:
         return Slip("", f"{what_name(what)} contains NaN or infinity: did you divide by the square root of an "
                     "eigenvalue that is 0 (or negative through rounding)?")
+    picked = components_taken(Z, Kc)
+    if picked is not None and picked != list(range(k)):
+        return Slip("components", (
+            f"{what_name(what)}: your components lie along kernel PCA's components "
+            f"{', '.join(str(i + 1) for i in picked)} (numbered from the largest eigenvalue of K^c); "
+            f"the projections are on the {k} largest, in decreasing order."),
+            tuple(float(i) for i in picked))
     err, col = 0.0, 0
     for j in range(k):
         scale = max(1.0, float(np.max(np.abs(ref[:, j]))))
@@ -664,6 +672,27 @@ def diagnose_projection(Z: np.ndarray, ref: np.ndarray, nlam: np.ndarray, n: int
             err, col = e, j
     return Slip("", f"{what_name(what)}: component {col + 1} differs from kernel PCA by up to {err:.3g} "
                 "(relative, compared up to sign).")
+
+
+def components_taken(Z: np.ndarray, Kc: np.ndarray) -> list[int] | None:
+    """For projections ``Z`` of the training points: the index (0 = largest eigenvalue of ``Kc``) of
+    the simple eigenvector each column lies along, whatever its scale; ``None`` when some column
+    lies along no single one (or along one of a repeated eigenvalue, whose direction is not defined)."""
+    if Z.ndim != 2 or Z.shape[0] != Kc.shape[0] or not np.all(np.linalg.norm(Z, axis=0) > 0):
+        return None
+    vals, vecs = np.linalg.eigh((Kc + Kc.T) / 2)
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], vecs[:, order]
+    cos = np.abs((Z / np.linalg.norm(Z, axis=0)).T @ vecs)
+    idx = np.argmax(cos, axis=1)
+    if not np.allclose(cos[np.arange(Z.shape[1]), idx], 1.0, atol=1e-6):
+        return None
+    gap = 1e-6 * max(float(np.max(np.abs(vals))), 1e-300)
+    for i in idx:
+        neighbours = [j for j in (i - 1, i + 1) if 0 <= j < vals.size]
+        if any(abs(vals[i] - vals[j]) <= gap for j in neighbours):
+            return None
+    return [int(i) for i in idx]
 
 
 def _bottom_components(Z: np.ndarray, ref: np.ndarray, Kc: np.ndarray, k: int, *, require_low: bool) -> bool:

@@ -35,6 +35,7 @@ import numpy as np
 from .diagnosis import (
     Slip,
     column_fit,
+    components_taken,
     counted_once,
     diagnose_centering,
     diagnose_cheaper,
@@ -569,8 +570,34 @@ def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Sl
     uvals, uvecs = np.linalg.eigh((K + K.T) / 2)
     top = np.argsort(uvals)[::-1][:kk]
     alpha_u = uvecs[:, top] / np.sqrt(np.abs(uvals[top]))
-    return diagnose_projection(Z, ref, vals, K.shape[0], Kc, _KPCA_NAMES[which],
+    slip = diagnose_projection(Z, ref, vals, K.shape[0], Kc, _KPCA_NAMES[which],
                                uncentred_refs=(rows_c @ alpha_u, rows @ alpha_u))
+    if which != "Z" and slip is not None and not slip.recognised:
+        return _same_components(answers, Z, rows_c, K, Kc, name) or slip
+    return slip
+
+
+def _same_components(answers: dict[str, Any], Z: np.ndarray, rows_c: np.ndarray, K: np.ndarray,
+                     Kc: np.ndarray, name: str) -> Slip | None:
+    """New points projected on the same (wrong) components as kpca_project's training points,
+    each up to scale and sign: the slip of the training check, diagnosed there."""
+    try:
+        Z_train = as_array(answers["Z"], "kpca_project(K, n_components)", ndim=2)
+    except CheckError:
+        return None
+    picked = components_taken(Z_train, Kc)
+    if picked is None or not np.all(np.isfinite(Z)) or Z.shape[1] > len(picked):
+        return None
+    picked = picked[: Z.shape[1]]
+    vals, alphas = kpca_reference(K, max(picked) + 1)
+    if np.any(vals[picked] <= 1e-12 * max(float(vals[0]), 1e-300)):
+        return None
+    c, _, res = column_fit(Z, rows_c @ alphas[:, picked])
+    if not (np.all(res <= 1e-7) and np.all(np.abs(c) > 1e-9)):
+        return None
+    return Slip("components", f"{name}: your new points are projected on the same components "
+                f"{', '.join(str(i + 1) for i in picked)} as kpca_project's training points.",
+                tuple(float(i) for i in picked))
 
 
 def _component_signs(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> np.ndarray | None:
