@@ -70,7 +70,9 @@ def code_cell(panel, source_snippet: str):
     locator stays valid when the student edits the cell)."""
     cells = panel.locator(".jp-CodeCell")
     expect(cells.filter(has_text=source_snippet).first).to_be_attached()
-    sources = cells.locator(".jp-InputArea-editor").all_text_contents()
+    # one entry per code cell (a folded cell, such as a question cell, has no editor shown)
+    sources = cells.evaluate_all(
+        "cells => cells.map(c => (c.querySelector('.jp-InputArea-editor') || {}).textContent || '')")
     matches = [i for i, src in enumerate(sources) if source_snippet in src]
     assert len(matches) == 1, f"{len(matches)} code cells contain {source_snippet!r}"
     return cells.nth(matches[0])
@@ -259,11 +261,14 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
     setup = panel.locator(".jp-CodeCell").first
     demo = code_cell(panel, "sigma_explorer(")
     setup.locator(".jp-InputPrompt").click()
-    while True:
+    for _ in range(panel.locator(".jp-Cell").count()):
         run_cell_and_advance(page)
         wait_until_run(page)
         if re.fullmatch(r"\[\d+\]:", demo.locator(".jp-InputPrompt").text_content().strip()):
             break
+    else:
+        shot(page, "exercise_sigma-1b-explorer-never-ran")
+        pytest.fail("Shift+Enter from the set-up cell never ran the explorer's cell")
     assert_cells_ran_cleanly_above(panel, demo)
 
     explorer = demo.locator(".jp-OutputArea-output .widget-vbox").first
