@@ -57,6 +57,7 @@ from typing import Any
 
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
 from .gradebook import (
+    STATUSES,
     Gradebook,
     GradebookWriteError,
     common_root,
@@ -76,7 +77,6 @@ from .summary import Summary, format_duration, summarize, summary_markdown, summ
 __all__ = ["Row", "Batch", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
 
 MAX_SUBMISSION_BYTES = 20_000_000
-STATUSES = ("graded", "timeout", "crashed", "invalid")
 SANDBOXES = ("bwrap", "none")
 MAX_RESUMES = 3
 
@@ -454,11 +454,9 @@ class _Progress:
             return None
         return sum(self.durations) / len(self.durations) * left / min(self.parallel, left)
 
-    def step(self, row: Row | None = None) -> None:
+    def step(self, row: Row) -> None:
         with self.lock:
             self.n += 1
-            if row is None:
-                return
             if row.seconds > 0:
                 self.durations.append(row.seconds)
             status = f"{row.status} (grader failure)" if row.grader_error else row.status

@@ -82,11 +82,15 @@ class Solution:
     nb: Any
     assignment: str
     questions: list[str]
-    points: dict[str, float]
     answer_cells: dict[str, list[str]]  # question -> ids of its answer cells, in order
     hidden: dict[str, list[Check]] = field(default_factory=dict)
     #: The questions as the notebook's question cells define them, by id.
     defs: dict[str, Question] = field(default_factory=dict)
+
+    @property
+    def points(self) -> dict[str, float]:
+        """Each question's points, in order, as its question cell declares them."""
+        return {qid: self.defs[qid].total_points for qid in self.questions}
 
     @property
     def max_score(self) -> float:
@@ -187,7 +191,6 @@ def read_solution(path: str | Path, *, with_hidden: bool = True) -> Solution:
         if qid not in questions:
             raise ValueError(f"{path.name}: question {qid} has no answer cell (role 'answer').")
     hidden = load_hidden_checks(nb) if with_hidden else {}
-    points = {qid: defs[qid].total_points for qid in questions}
     for qid in questions:
         q = defs[qid]
         expected = q.public_points + sum(c.points for c in hidden.get(qid, []))
@@ -197,7 +200,7 @@ def read_solution(path: str | Path, *, with_hidden: bool = True) -> Solution:
                 f"checks ({q.public_points:g}) and hidden checks "
                 f"({expected - q.public_points:g}) are worth {expected:g}."
             )
-    return Solution(path, nb, path.stem, questions, points, answers, hidden, defs)
+    return Solution(path, nb, path.stem, questions, answers, hidden, defs)
 
 
 # --------------------------------------------------------------------------- submissions
