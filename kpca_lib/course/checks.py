@@ -195,6 +195,7 @@ def run_hidden_check(
     question_id: str,
     fn: Callable[[dict[str, Any], dict[str, Any]], Any],
     namespace: Mapping[str, Any],
+    inputs: Callable[[Any], dict[str, Any]] | None = None,
 ) -> None:
     """Run a hidden check (a cell of ``solutions/`` only) on the answers in ``namespace``.
 
@@ -203,13 +204,17 @@ def run_hidden_check(
     docstring's first line is the description students see in feedback. The grader
     never runs this function in the student's kernel: it reads the cell from
     ``solutions/`` and calls ``fn`` in its own process on the exported answers.
+
+    ``inputs(rng) -> dict``: inputs of this hidden check only, added to the question's. The
+    grader draws them with its own seed; they are never in the released notebook, so the
+    question's probe must read them with ``inputs.get(...)``.
     """
     question = get_question(question_id)
     description = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-    hidden = Check(f"{question_id}.{fn.__name__}", description, 0, fn, hidden=True)
-    inputs = make_inputs(question, public_seed(question_id, salt=1))
-    answers = roundtrip(probe_payload(question, namespace, inputs))
-    (result,) = run_checks(replace(question, checks=()), answers, inputs, [hidden])
+    hidden = Check(f"{question_id}.{fn.__name__}", description, 0, fn, hidden=True, inputs=inputs)
+    drawn = make_inputs(question, public_seed(question_id, salt=1), [hidden])
+    answers = roundtrip(probe_payload(question, namespace, drawn))
+    (result,) = run_checks(replace(question, checks=()), answers, drawn, [hidden])
     print(format_results(f"hidden check of {question_id}", [result]))
     if not result.passed:
         raise CheckFailed(f"hidden check {hidden.id} failed: {result.message}")

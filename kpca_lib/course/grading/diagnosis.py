@@ -19,11 +19,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from .plain import CheckError
+from .plain import CheckError, Slip
 
 __all__ = [
     "components_taken",
@@ -44,34 +43,6 @@ __all__ = [
 TOL = 1e-6
 
 
-@dataclass(frozen=True)
-class Slip:
-    """A diagnosed mistake: ``code`` names the relation found (``""``: not recognised)."""
-
-    code: str
-    message: str
-    values: tuple[float, ...] = ()
-
-    @property
-    def recognised(self) -> bool:
-        return bool(self.code)
-
-    def same_as(self, other: Slip | None) -> bool:
-        """The same recognised slip as ``other``, or a part of it: every relation of this code
-        (``a+b`` holds two; ``a|b``, one that cannot be told from the other on these inputs) is
-        one of ``other``'s, with the same factors where they are given."""
-        if other is None or not self.code or not other.code:
-            return False
-        theirs = set(other.code.split("+"))
-        if not all(set(part.split("|")) & theirs for part in self.code.split("+")):
-            return False
-        m = min(len(self.values), len(other.values))
-        return all(
-            math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-            for a, b in zip(self.values[:m], other.values[:m], strict=True)
-        )
-
-
 def counted_once(slip: Slip | None, earlier: Iterable[tuple[str, Slip | None]], ok: str) -> str:
     """``ok`` if there is no slip; a pass naming where it was counted if an earlier check of the
     same question found the same recognised slip; otherwise :class:`CheckError` (the slip's message)."""
@@ -80,7 +51,7 @@ def counted_once(slip: Slip | None, earlier: Iterable[tuple[str, Slip | None]], 
     for where, prior in earlier:
         if slip.same_as(prior):
             return f"the same slip as in {where}, counted once, there: {slip.message}"
-    raise CheckError(slip.message)
+    raise CheckError(slip.message, cause=slip)
 
 
 def _close(a: np.ndarray, b: np.ndarray, scale: float, tol: float = TOL) -> bool:

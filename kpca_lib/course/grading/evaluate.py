@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .plain import AnswerError, CheckError, decode, dumps, encode, error_value, loads
+from .plain import AnswerError, CheckError, Slip, decode, dumps, encode, error_value, loads, noting
 from .questions import Check, Question
 
 __all__ = [
@@ -62,10 +62,21 @@ def public_seed(question_id: str, salt: int = 0) -> int:
     return zlib.crc32(question_id.encode()) + salt
 
 
-def make_inputs(question: Question, seed: int) -> dict[str, Any]:
-    """The question's inputs for ``seed``, normalised through plain data (as the kernel sees them)."""
-    raw = question.make_inputs(np.random.default_rng(seed))
-    return {k: decode(encode(v)) for k, v in raw.items()}
+def make_inputs(question: Question, seed: int, hidden: Iterable[Check] = ()) -> dict[str, Any]:
+    """The question's inputs for ``seed``, with those of the ``hidden`` checks that draw their
+    own (drawn after the question's, so the public inputs do not depend on them), normalised
+    through plain data (as the kernel sees them)."""
+    rng = np.random.default_rng(seed)
+    raw = dict(question.make_inputs(rng))
+    for check in hidden:
+        if check.inputs is not None:
+            extra = check.inputs(rng)
+            clash = sorted(set(extra) & set(raw))
+            if clash:
+                raise ValueError(f"{check.id}: its inputs {clash} are already the question's; "
+                                 "give hidden inputs names of their own.")
+            raw.update(extra)
+    return {k: decode(encode(v), traits=False) for k, v in raw.items()}
 
 
 def probe_payload(question: Question, namespace: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
@@ -116,18 +127,79 @@ def run_checks(
     inputs: dict[str, Any],
     hidden: Iterable[Check] = (),
 ) -> list[CheckResult]:
-    """Run the question's public checks, then ``hidden``; a check never raises."""
+    """Run the question's public checks, then ``hidden``, and charge each cause once.
+
+    This is the one place where a question's checks are charged (the README's rule):
+
+    * a **slip** (:class:`~kpca_lib.course.grading.plain.Slip` with ``charge`` ``"once"``,
+      ``"form"`` or ``"explain"``: a recognised mistake, an answer of the wrong form that a
+      helper repaired, a low-precision array...) costs the first check that meets it; a later
+      check of the question that meets the same slip passes and says where it was counted;
+    * an answer that **could not be evaluated** (``charge="each"``: a missing name, an
+      exception, a wrong type) fails every check that needs it, nothing being verified, but
+      its message is given in full only once; later checks refer to it;
+    * any other failure costs its check.
+
+    A check never raises.
+    """
     results = []
+    charged: list[tuple[str, Slip]] = []
     for check in (*question.checks, *hidden):
-        try:
-            message = str(check.fn(answers, inputs))
-            passed = True
-        except (CheckError, AssertionError) as exc:
-            message, passed = str(exc) or "the check failed", False
-        except Exception as exc:  # malformed data that slipped past the helpers
-            message, passed = f"the answer could not be checked ({type(exc).__name__}: {exc})", False
+        cause: Slip | None = None
+        with noting() as notes:
+            try:
+                message = str(check.fn(answers, inputs))
+                passed = True
+            except CheckError as exc:
+                message, passed, cause = str(exc) or "the check failed", False, exc.cause
+            except AssertionError as exc:
+                message, passed = str(exc) or "the check failed", False
+            except Exception as exc:  # malformed data that slipped past the helpers
+                message, passed = f"the answer could not be checked ({type(exc).__name__}: {exc})", False
+        passed, message = _charge(check, passed, message, cause, list(notes), charged)
         results.append(
             CheckResult(check.id, question.id, check.description, float(check.points), passed,
                         message, check.hidden)
         )
     return results
+
+
+def _where(check: Check) -> str:
+    return f"the {'hidden ' if check.hidden else ''}check “{check.description}”"
+
+
+def _earlier(slip: Slip, charged: list[tuple[str, Slip]]) -> str | None:
+    return next((where for where, prior in charged if slip.same_as(prior)), None)
+
+
+def _charge(check: Check, passed: bool, message: str, cause: Slip | None, notes: list[Slip],
+            charged: list[tuple[str, Slip]]) -> tuple[bool, str]:
+    """``(passed, message)`` of one check once its causes are charged (see :func:`run_checks`)."""
+    forms = [n for n in notes if n.charge == "form"]
+    explains = [n for n in notes if n.charge == "explain"]
+    if not passed and explains and (cause is None or cause.charge != "each"):
+        cause, message = explains[0], explains[0].message
+    where = _where(check)
+    new_forms = [f for f in forms if _earlier(f, charged) is None]
+    if passed:
+        if not forms:
+            return True, message
+        if new_forms:
+            charged.extend((where, f) for f in new_forms)
+            return False, " ".join(f.message for f in new_forms) + " With that put right, the check passes."
+        first = forms[0]
+        return True, f"{message} (the same slip as in {_earlier(first, charged)}, counted once there)"
+    for f in new_forms:
+        charged.append((where, f))
+    prefix = "".join(f.message + " " for f in new_forms)
+    if cause is None or not cause.recognised:
+        return False, prefix + message
+    prior = _earlier(cause, charged)
+    if prior is None:
+        charged.append((where, cause))
+        return False, prefix + message
+    if cause.charge == "each":
+        return False, f"{cause.message} (as reported in {prior}: nothing here could be checked)."
+    if new_forms:
+        return False, prefix.strip()
+    return True, f"the same slip as in {prior}, counted once there: {cause.message}"

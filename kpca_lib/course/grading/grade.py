@@ -818,7 +818,8 @@ def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work:
     for qid in solution.questions:
         srcs = [sources.get(c, "") for c in solution.answer_cells[qid]]
         inputs[qid] = make_inputs(solution.question(qid),
-                                  _question_seed(secret, solution.assignment, qid, srcs))
+                                  _question_seed(secret, solution.assignment, qid, srcs),
+                                  solution.hidden.get(qid, ()))
     scratch = work / f"s{i:04d}"
     scratch.mkdir(mode=0o700)
     return _Job(row, solution, sources, inputs, scratch, os.urandom(32))

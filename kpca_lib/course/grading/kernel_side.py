@@ -88,7 +88,7 @@ def install(namespace: MutableMapping[str, Any], config_path: str | None = None)
     _cap_output(int(config.get("output_limit", OUTPUT_LIMIT)))
 
     def export(question_id: str) -> None:
-        inputs = {k: decode(v) for k, v in inputs_all.get(question_id, {}).items()}
+        inputs = {k: decode(v, traits=False) for k, v in inputs_all.get(question_id, {}).items()}
         try:  # defined by the question cell the grader put before the answers
             question = get_question(question_id)
         except Exception as exc:

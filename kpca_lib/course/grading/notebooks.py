@@ -130,8 +130,8 @@ def _hidden_from_cell(cell: Any) -> Check:
     qid = m.get("question")
     found: list[Any] = []
 
-    def register(question_id: str, fn: Any, namespace: Any = None) -> None:
-        found.append((question_id, fn))
+    def register(question_id: str, fn: Any, namespace: Any = None, inputs: Any = None) -> None:
+        found.append((question_id, fn, inputs))
 
     import kpca_lib.course.checks as public_checks
 
@@ -147,11 +147,13 @@ def _hidden_from_cell(cell: Any) -> Check:
         raise ValueError(
             f"hidden-check cell {cell.get('id')} must call run_hidden_check({qid!r}, fn, globals()) once."
         )
-    fn = found[0][1]
-    if not callable(fn):
-        raise ValueError(f"hidden-check cell {cell.get('id')}: run_hidden_check needs a function.")
+    _, fn, draw = found[0]
+    if not callable(fn) or (draw is not None and not callable(draw)):
+        raise ValueError(f"hidden-check cell {cell.get('id')}: run_hidden_check needs a function "
+                         "(and inputs=, when given, a function of rng).")
     description = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-    return Check(f"{qid}.{fn.__name__}", description, float(m.get("points", 1)), fn, hidden=True)
+    return Check(f"{qid}.{fn.__name__}", description, float(m.get("points", 1)), fn, hidden=True,
+                 inputs=draw)
 
 
 def load_hidden_checks(nb: Any) -> dict[str, list[Check]]:

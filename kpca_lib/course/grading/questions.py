@@ -85,6 +85,9 @@ class Check:
     points: float
     fn: Callable[[dict[str, Any], dict[str, Any]], str]
     hidden: bool = False
+    #: A hidden check's own inputs, ``inputs(rng) -> dict``, drawn by the grader (never released)
+    #: and added to the question's before the probe runs.
+    inputs: Callable[[np.random.Generator], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,12 @@ def _call_raw(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
     if not callable(f):
         return error_value(f"{name} should be a function; got {type(f).__name__}.")
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    before = [a.copy() if isinstance(a, np.ndarray) else None for a in args]
     try:
-        return ("ok", f(*args))
+        value = f(*args)
+        changed = tuple(i for i, (a, b) in enumerate(zip(args, before, strict=True))
+                        if b is not None and not _same_array(a, b))
+        return ("ok", value, changed)
     except NotImplementedError:
         return error_value(f"{name} is not implemented yet (it raises NotImplementedError).")
     except MemoryError:
@@ -144,10 +151,18 @@ def _call_raw(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
         return error_value(f"{name} raised {type(exc).__name__}: {exc}")
 
 
+def _same_array(a: Any, b: np.ndarray) -> bool:
+    try:
+        return bool(a.shape == b.shape and np.array_equal(a, b, equal_nan=True))
+    except Exception:
+        return False
+
+
 def call(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
-    """Plain data of ``ns[name](*args)``, or an error record saying what went wrong."""
+    """Plain data of ``ns[name](*args)``, or an error record saying what went wrong. An array
+    argument the function changed in place is recorded with the result."""
     out = _call_raw(ns, name, *args)
-    return encode(out[1]) if isinstance(out, tuple) else out
+    return encode(out[1], changed=out[2]) if isinstance(out, tuple) else out
 
 
 def call_tuple(ns: Mapping[str, Any], name: str, size: int, *args: Any) -> list[Any]:
@@ -163,7 +178,7 @@ def call_tuple(ns: Mapping[str, Any], name: str, size: int, *args: Any) -> list[
             + "."
         )
         return [err] * size
-    return [encode(v) for v in value]
+    return [encode(v, changed=out[2]) for v in value]
 
 
 def variable(ns: Mapping[str, Any], name: str) -> Any:
