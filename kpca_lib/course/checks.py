@@ -41,6 +41,7 @@ released exercises do not contain them.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -173,16 +174,77 @@ def check(question_id: str, namespace: Mapping[str, Any]) -> None:
         _conclude(question_id, f"✘ {question_id}: {exc}")
         return
     inputs = make_inputs(question, public_seed(question_id))
+    start = time.perf_counter()
     answers = roundtrip(probe_payload(question, namespace, inputs))
+    seconds = time.perf_counter() - start
     results = run_checks(question, answers, inputs)
     print(format_results(f"{question_id} ({question.title})", results))
     print("  " + coverage(question))
+    if seconds > SLOW_SECONDS:
+        print(f"  Note: your answers took {seconds:.0f} s to check here. The grader runs every cell "
+              f"under a time limit ({DEFAULT_LIMIT:g} s per cell unless your instructor says otherwise): "
+              "a cell past it scores 0 for its question. Make it faster before you submit.")
+    stale = kernel_history().stale()
+    if stale:
+        print(f"  Note: {stale} The grader runs every cell once, top to bottom, in a fresh kernel: "
+              "before you submit, use Kernel → Restart Kernel and Run All Cells and look at the "
+              "checks again.")
     failed = [r for r in results if not r.passed]
     if failed:
         _conclude(question_id, f"✘ {question_id}: {len(failed)} of {len(results)} checks failed (✘ above); "
                   "fix the answer cell, run it, then run this cell again.")
     else:
         print(f"✔ {question_id}: all {len(results)} public checks passed.")
+
+
+SLOW_SECONDS = 10.0
+DEFAULT_LIMIT = 30.0  # kpca-course grade --timeout's default
+
+
+class _History:
+    """What this kernel ran, cell by cell (JupyterLab sends each cell's id with its code)."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, set[str]] = {}
+        self.runs: dict[str, int] = {}
+        self.current = ""
+
+    def record(self, info: Any) -> None:
+        cid = getattr(info, "cell_id", None)
+        if not cid:
+            return
+        self.current = cid
+        self.runs[cid] = self.runs.get(cid, 0) + 1
+        self.sources.setdefault(cid, set()).add(getattr(info, "raw_cell", "") or "")
+
+    def stale(self) -> str:
+        """Why the kernel's state may differ from a top-to-bottom run (``""`` if it cannot)."""
+        edited = sum(1 for c, s in self.sources.items() if len(s) > 1 and c != self.current)
+        again = sum(1 for c, n in self.runs.items() if n > 1 and c != self.current)
+        if not again:
+            return ""
+        what = (f"{edited} cell{'s were' if edited != 1 else ' was'} edited and run again"
+                if edited else f"{again} cell{'s were' if again != 1 else ' was'} run more than once")
+        return f"in this kernel {what}, so what the checks saw may come from cells run out of order or since changed."
+
+
+_HISTORY: _History | None = None
+
+
+def kernel_history() -> _History:
+    """This kernel's :class:`_History`, recording from the first call on (in IPython only)."""
+    global _HISTORY
+    if _HISTORY is None:
+        _HISTORY = _History()
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            if shell is not None:
+                shell.events.register("pre_run_cell", _HISTORY.record)
+        except Exception:
+            pass
+    return _HISTORY
 
 
 def _conclude(question_id: str, summary: str) -> None:
@@ -218,3 +280,6 @@ def run_hidden_check(
     print(format_results(f"hidden check of {question_id}", [result]))
     if not result.passed:
         raise CheckFailed(f"hidden check {hidden.id} failed: {result.message}")
+
+
+kernel_history()  # record from the import on (the set-up cell imports this module)

@@ -112,12 +112,17 @@ def diagnose_phi(PX: np.ndarray, PY: np.ndarray, X: np.ndarray, Y: np.ndarray, p
     """Why ``PX``, ``PY`` are not the polynomial feature map of degree ``p`` on ``X``, ``Y``: either
     ``PX @ PY.T`` is not ``(XYᵀ + 1)^p``, or (``identity_ok``) it is but with a wrong number of features.
 
-    ``name_count``: the message may state ``C(d + p, p)`` (not for the questions asking for D).
-    Recognised codes: ``two-coordinates``, ``no-constant``, ``missing``, ``duplicates``,
-    ``coefficients-unsquared``, ``coefficients-one``, ``coefficients``.
+    ``name_count``: the message may state the right number of features (not for the questions
+    asking for D); it never states the formula, question 2's answer.
+    Recognised codes: ``precision``, ``integer-inputs``, ``two-coordinates``, ``no-constant``,
+    ``missing``, ``duplicates``, ``coefficients-unsquared``, ``coefficients-one``, ``coefficients``.
     """
     d = X.shape[1]
     D, D_true = PX.shape[1], math.comb(d + p, p)
+    if not identity_ok and D == D_true:
+        rounded = _low_precision(PX, PY, X, Y, p, label)
+        if rounded is not None:
+            return rounded
     both = np.vstack([PX, PY])
     found = identify_monomials(both, np.vstack([X, Y]), p)
     identified = all(f is not None for f in found)
@@ -135,10 +140,10 @@ def diagnose_phi(PX: np.ndarray, PY: np.ndarray, X: np.ndarray, Y: np.ndarray, p
         two = d > 2 and (D == math.comb(2 + p, p) or (identified and all(not any(a[2:]) for a in exps)))
         if two:
             return Slip("two-coordinates", (
-                f"{has}; the polynomial feature map has C(d + p, p) = {D_true}, one per monomial of "
-                f"degree ≤ p in all d coordinates. Your count is that of d = 2 (C(2 + p, p) = "
-                f"{math.comb(2 + p, p)}): your map uses only the first two coordinates of x."))
-        count = (f"; the polynomial feature map has C(d + p, p) = {D_true}, one per monomial of degree ≤ p"
+                f"{has}; the polynomial feature map has {D_true}, one per monomial of "
+                f"degree ≤ p in all d coordinates. Your count is that of d = 2 ({math.comb(2 + p, p)} "
+                f"for p = {p}): your map uses only the first two coordinates of x."))
+        count = (f"; the polynomial feature map has {D_true}, one per monomial of degree ≤ p"
                  if name_count else f", {'fewer' if D < D_true else 'more'} than the monomials of "
                  f"degree ≤ {p} in x₁, x₂")
     if identity_ok:
@@ -189,6 +194,39 @@ def diagnose_phi(PX: np.ndarray, PY: np.ndarray, X: np.ndarray, Y: np.ndarray, p
         "coefficient of its monomial in the expansion of (1 + x₁y₁ + …)^p."))
 
 
+def _relative_error(A: np.ndarray, B: np.ndarray) -> float:
+    scale = max(1.0, float(np.max(np.abs(B))) if B.size else 1.0)
+    return float(np.max(np.abs(A - B), initial=0.0)) / scale
+
+
+def _low_precision(PX: np.ndarray, PY: np.ndarray, X: np.ndarray, Y: np.ndarray, p: int,
+                   label: str) -> Slip | None:
+    """φ(x)ᵀφ(y) = (xᵀy + 1)^p only to single or half precision (a float32 step), or exactly for
+    the coordinates truncated to whole numbers (an integer array on the way)."""
+    G = PX @ PY.T
+    if not np.all(np.isfinite(G)):
+        return None
+    err = _relative_error(G, (X @ Y.T + 1.0) ** p)
+    if err <= 1e-5:
+        return Slip("precision", (
+            f"{label}(x)ᵀ{label}(y) agrees with (xᵀy + 1)^{p} to about 7 significant digits only "
+            f"(relative error {err:.1e}), the precision of float32, not float64's 16: a step of your "
+            "map computes in single precision (a float32 array, or .astype(np.float32)). Compute in "
+            "float64, NumPy's default."))
+    if err <= 1e-2:
+        return Slip("precision", (
+            f"{label}(x)ᵀ{label}(y) agrees with (xᵀy + 1)^{p} to about 3 significant digits only "
+            f"(relative error {err:.1e}), the precision of float16: a step of your map computes in "
+            "half precision. Compute in float64, NumPy's default."))
+    Xt, Yt = np.trunc(X), np.trunc(Y)
+    if _relative_error(G, (Xt @ Yt.T + 1.0) ** p) <= 1e-9:
+        return Slip("integer-inputs", (
+            f"{label}(x)ᵀ{label}(y) is (xᵀy + 1)^{p} for the coordinates truncated to whole numbers: "
+            "your map converts x to integers (an integer dtype, or an integer array the coordinates "
+            "are written into), which drops their decimals. Keep the coordinates as floats."))
+    return None
+
+
 # --------------------------------------------------------------------------- q2: counting
 _COUNT_RELATIONS = (
     ("exact-degree", lambda d, p: math.comb(d + p - 1, p),
@@ -208,7 +246,52 @@ _COUNT_RELATIONS = (
     ("pure-powers", lambda d, p: d * p + 1,
      "the count of the constant and the pure powers x_i^k only: the mixed monomials such as x₁x₂ are "
      "features too"),
+    ("arrangements", lambda d, p: math.perm(d + p, p),
+     "p! times the number of monomials: it counts ordered arrangements, each choice of p factors "
+     "among 1, x₁, …, x_d once per order, but the order of the factors does not change a monomial "
+     "(x₁x₂ = x₂x₁)"),
+    ("extra-variable", lambda d, p: math.comb(d + p + 1, p),
+     "the number of monomials of degree ≤ p in d + 1 variables: one variable too many (the constant "
+     "feature 1 is the monomial of degree 0, not an extra variable)"),
+    ("degree-below", lambda d, p: math.comb(d + p - 1, p - 1),
+     "the number of monomials of degree ≤ p − 1: the monomials of degree exactly p are features too "
+     "(a range over the degrees that stops one short?)"),
 )
+
+_INT64 = 2**63
+
+
+def _wrap64(v: int) -> int:
+    """``v`` as a NumPy int64 holds it: modulo 2⁶⁴, in [−2⁶³, 2⁶³)."""
+    return (v + _INT64) % (2 * _INT64) - _INT64
+
+
+def _int64_count(g: int, d: int, p: int) -> bool:
+    """``g`` is what an int64 computation of C(d + p, p) gives (right when nothing overflows): the
+    count itself wrapped, the product (d + 1)⋯(d + p) wrapped then divided by p!, or the steps
+    D·(d + k)//k wrapped one by one; or any value int64 can hold, when the count cannot."""
+    true = math.comb(d + p, p)
+    if g == true:
+        return True
+    if not -_INT64 <= g < _INT64:
+        return False
+    if true >= _INT64 or g == _wrap64(true):
+        return True
+    f = math.factorial(p)
+    W = _wrap64(math.perm(d + p, p))
+    if W // f == g or abs(g * f - W) <= f + 1e-12 * abs(W):
+        return True
+    D = 1
+    for k in range(1, p + 1):
+        D = _wrap64(D * (d + k)) // k
+    return D == g
+
+
+_INT64_MESSAGE = (
+    "your n_features is right for small d, but for large d it is what int64 arithmetic gives: NumPy "
+    "integers (np.prod, np.arange, an int64 array) hold at most 9.2e18 and wrap around past it, "
+    "without an error. Keep the count in Python ints (exact integer arithmetic, no NumPy integers), "
+    "which never overflow.")
 
 
 def diagnose_count(got: Sequence[int], cases: Sequence[tuple[int, int]]) -> Slip | None:
@@ -220,8 +303,11 @@ def diagnose_count(got: Sequence[int], cases: Sequence[tuple[int, int]]) -> Slip
             return Slip("count:" + code, f"your n_features gives {why}.")
     if all(abs(g - math.comb(d + p, p)) <= max(1, 1e-12 * math.comb(d + p, p)) * 4
            for g, (d, p) in zip(got, cases, strict=True)):
-        return Slip("count:rounding", "your n_features is off by rounding for large values: floating-point "
-                    "division is not exact there; use integer arithmetic (math.comb, or // on integers).")
+        return Slip("count:rounding", "your n_features is off by rounding for large values: a float keeps "
+                    "15–16 significant digits, so a float division (/) or a float function is not exact "
+                    "past 2**53 ≈ 9.0e15; use exact integer arithmetic (integer products and // on integers).")
+    if all(_int64_count(g, d, p) for g, (d, p) in zip(got, cases, strict=True)):
+        return Slip("count:int64", _INT64_MESSAGE)
     return Slip("", "")
 
 

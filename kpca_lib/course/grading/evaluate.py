@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .plain import AnswerError, CheckError, Slip, decode, dumps, encode, error_value, loads, noting
-from .questions import Check, Question
+from .questions import Check, Question, forbidden_calls
 
 __all__ = [
     "CheckResult",
@@ -82,7 +82,10 @@ def make_inputs(question: Question, seed: int, hidden: Iterable[Check] = ()) -> 
 def probe_payload(question: Question, namespace: Mapping[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
     """Evaluate the student's answers on ``inputs`` as plain data (never raises)."""
     try:
-        payload = question.probe(namespace, inputs)
+        with forbidden_calls(question.forbid) as hits:
+            payload = question.probe(namespace, inputs)
+        if hits and isinstance(payload, dict):
+            payload = {**payload, "__forbidden__": list(hits)}
     except MemoryError:
         raise
     except Exception as exc:  # a bug in a probe must not lose the other questions

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .dependencies import references
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
 from .gradebook import (
     STATUSES,
@@ -68,7 +69,14 @@ from .gradebook import (
     suspicious_name,
     visible,
 )
-from .notebooks import Solution, extract_answers, grading_notebook, meta, read_solution
+from .notebooks import (
+    GradingNotebook,
+    Solution,
+    extract_answers,
+    grading_notebook,
+    meta,
+    read_solution,
+)
 from .plain import encode, loads
 from .questions import Question
 from .runner import Run, run_all
@@ -109,6 +117,9 @@ class Row:
     feedback: str = ""
     #: Wall clock of its notebook run(s) in seconds (0 when none ran: ``invalid``).
     seconds: float = 0.0
+    #: What the run showed about each question's cells (a cell that raised, a widget read):
+    #: question -> lines for the feedback.
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -196,7 +207,7 @@ def _question_seed(secret: bytes, assignment: str, qid: str, sources: list[str])
 class _Job:
     row: Row
     solution: Solution
-    sources: dict[str, str]
+    submission: Any  # the notebook as read (a dict; hostile structure tolerated)
     inputs: dict[str, dict[str, Any]]
     scratch: Path  # this submission's private folder (0700) in the grader's work folder
     key: bytes
@@ -204,7 +215,12 @@ class _Job:
     failures: dict[str, str] = field(default_factory=dict)  # question -> why it scored 0
     zeroed: set[str] = field(default_factory=set)  # questions that ran out of time or memory
     attempts: int = 0
-    owners: list[str | None] = field(default_factory=list)
+    built: GradingNotebook | None = None
+    skip: set[int] = field(default_factory=set)  # cells that ran out of time or memory before
+    #: Cells that raised: index -> (label, exception name, message), from every attempt.
+    errors: dict[int, tuple[str, str, str]] = field(default_factory=dict)
+    timeout: float = 30.0
+    memory_mb: int = 2048
     answers: dict[str, Any] = field(default_factory=dict)  # question -> exported payload
     resume: bool = False
     finished: bool = False
@@ -219,8 +235,9 @@ def _prepare(job: _Job) -> Run:
     job.attempts += 1
     folder = job.scratch / secrets.token_hex(16)
     folder.mkdir(mode=0o700)
-    nb, owners = grading_notebook(job.solution, job.sources, PREAMBLE, skip=set(job.done))
-    job.owners = owners
+    built = grading_notebook(job.solution, job.submission, PREAMBLE, skip=job.skip, done=job.done)
+    job.built = built
+    nb = built.nb
     (folder / "submission.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     config = {
         "key": job.key.hex(),
@@ -272,14 +289,64 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
     return "graded", None, ""
 
 
+def _limit_words(message: str, job: _Job) -> str:
+    """The limit a stopped cell ran into, with its value."""
+    if "time limit" in message:
+        return f"{message} of {job.timeout:g} s per cell"
+    if "out of memory" in message:
+        return f"{message} (the limit is {job.memory_mb} MB)"
+    return message
+
+
+def _cell_errors(job: _Job, run: Run) -> None:
+    """Record the cells that raised an exception (the grader's own cells aside)."""
+    built = job.built
+    assert built is not None
+    for cell, out in run.cells.items():
+        if out.outcome not in ("failed", "error") or cell >= len(built.kinds):
+            continue
+        facts = out.facts or {}
+        if built.kinds[cell] not in ("answer", "student", "setup", "demo") or not facts.get("ename"):
+            continue
+        job.errors.setdefault(cell, (built.labels[cell], str(facts.get("ename"))[:100],
+                                     str(facts.get("evalue") or "")[:300]))
+
+
+def _explain(job: _Job) -> None:
+    """The run's facts about each question's cells, in the student's words, into ``row.notes``:
+    cells that raised (with the real exception), and cells that read a widget or figure."""
+    built = job.built
+    if built is None:
+        return
+    for cell in sorted(job.errors):
+        label, ename, evalue = job.errors[cell]
+        qid = built.owners[cell] if cell < len(built.owners) else None
+        text = f"{_md(label)} raised {_md(ename)}" + (f": {_md(evalue)}" if evalue else "")
+        if built.kinds[cell] in ("setup", "demo"):
+            text += " (a cell of the assignment: did a cell above it change a name it uses?)"
+        if qid is None:
+            job.row.messages.append(f"{text} (after the last check cell; no question depends on it).")
+        else:
+            job.row.notes.setdefault(qid, []).append(
+                text + ". The grader ran your notebook from the top, as Restart & Run All does; "
+                "what this cell defines was missing when the question was checked.")
+    for cell, names in sorted(built.widget_reads.items()):
+        qid = built.owners[cell]
+        if qid is None:
+            continue
+        shown = ", ".join(f"`{n}`" for n in names)
+        job.row.notes.setdefault(qid, []).append(
+            f"{_md(built.labels[cell])} reads {shown}, made by a widget or figure cell of the assignment. "
+            "The grader runs that cell too, but nobody moves its sliders there: they keep their "
+            "starting values. Write the value you chose into the answer cell (the line shown under "
+            "the slider) instead of reading the widget.")
+
+
 def _collect_exports(job: _Job, run: Run, failed_cell: int | None = None) -> None:
     """Accept each question's export from its own export cell only, and only when no cell
     before it ran out of time or memory (answers exported after that are discarded)."""
-    export_cell: dict[str, int] = {}
-    for i, qid in enumerate(job.owners):
-        if qid is not None:
-            export_cell[qid] = i  # the export cell is the question's last cell
-    for qid, cell in export_cell.items():
+    assert job.built is not None
+    for qid, cell in job.built.exports.items():
         if qid in job.done or (failed_cell is not None and cell >= failed_cell):
             continue
         records = run.exports.get(cell) or []
@@ -310,8 +377,11 @@ def _score(job: _Job) -> None:
     for qid in solution.questions:
         question: Question = solution.question(qid)
         hidden = solution.hidden.get(qid, [])
-        if qid in job.answers and qid not in job.zeroed:
+        mentioned = _forbidden_mentions(job, question)
+        if qid in job.answers and qid not in job.zeroed and not mentioned:
             answers = decode_payload(job.answers[qid])
+        elif mentioned:
+            answers = decode_payload({"__probe__": {"__error__": mentioned}})
         else:
             reason = job.failures.get(qid, "no answer was recorded")
             answers = decode_payload({"__probe__": {"__error__": reason}})
@@ -322,6 +392,27 @@ def _score(job: _Job) -> None:
                        for r in results]
         row.checks.extend(results)
         row.questions[qid] = float(sum(r.score for r in results))
+
+
+def _forbidden_mentions(job: _Job, question: Question) -> str:
+    """Why none of the question's checks count, when its cells mention a name the question
+    forbids that its probe did not see called (a profiler switched off, a branch not taken);
+    ``""`` otherwise. Read from the submitted source on this side, never from the kernel."""
+    built = job.built
+    if not question.forbid or built is None:
+        return ""
+    payload = job.answers.get(question.id)
+    seen = payload.get("__forbidden__") if isinstance(payload, dict) else None
+    if isinstance(seen, list) and seen:
+        return ""  # the probe reported the calls: the values computed through them are errors already
+    found: set[str] = set()
+    for cell, kind in enumerate(built.kinds):
+        if kind in ("answer", "student") and built.owners[cell] == question.id:
+            found |= references(built.nb.cells[cell].source, frozenset(question.forbid))
+    if not found:
+        return ""
+    return (f"your cells for this question use {', '.join(sorted(found))}, which the question asks "
+            "you not to call: the answer has to be your own code, so none of its checks count.")
 
 
 def _crash(job: _Job, why: str) -> None:
@@ -352,6 +443,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
             return
         job.finished = True
         try:
+            _explain(job)
             _score(job)
         except Exception as exc:
             _crash(job, f"{type(exc).__name__}: {exc}")
@@ -361,6 +453,8 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
             on_job_done(job)
         progress.step(job.row)
 
+    for job in jobs:
+        job.timeout, job.memory_mb = timeout, memory_mb
     pending = [job for job in jobs if not job.finished]
     while pending:
         by_run: dict[int, _Job] = {}
@@ -380,23 +474,33 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
             job = by_run[id(run)]
             job.row.seconds += run.seconds
             try:
-                status, cell, message = _classify(run, job.owners)
+                built = job.built
+                assert built is not None
+                status, cell, message = _classify(run, built.owners)
+                _cell_errors(job, run)
                 _collect_exports(job, run, cell if status != "graded" else None)
                 run.exports.clear()  # keep only what was accepted (job.answers)
                 if status != "graded":
-                    qid = job.owners[cell] if cell is not None and cell < len(job.owners) else None
+                    inside = cell is not None and cell < len(built.owners)
+                    qid = built.owners[cell] if inside else None
+                    where = built.labels[cell] if inside else "the notebook"
+                    message = _limit_words(message, job)
                     if job.row.status == "graded":
                         job.row.status = status
-                    if qid is None:
+                    if cell is None or (qid is None and built.kinds[cell] in ("preamble", "question")):
                         job.row.messages.append(f"the notebook could not run: {message}.")
                         job.zeroed.update(q for q in job.solution.questions if q not in job.done)
+                    elif qid is None:  # after the last check cell: every answer was read already
+                        job.row.messages.append(f"{where}, after the last check cell, stopped: {message}; "
+                                                "every question had been checked before it.")
                     else:
-                        job.failures[qid] = f"{message}, so this question scores 0"
+                        job.failures[qid] = f"{where} stopped: {message}, so this question scores 0"
                         job.zeroed.add(qid)
                         job.answers.pop(qid, None)
-                        job.row.messages.append(f"{qid}: {message}; the question scores 0 and the "
-                                                "grader went on with the next questions.")
+                        job.row.messages.append(f"{qid}: {where} stopped: {message}; the question "
+                                                "scores 0 and the grader went on with the next questions.")
                         job.done.add(qid)
+                        job.skip.add(cell)
                         job.resume = job.attempts < MAX_RESUMES and any(
                             q not in job.done for q in job.solution.questions)
             except Exception as exc:
@@ -491,6 +595,9 @@ def _feedback(row: Row, solution: Solution) -> str:
         lines.append("")
         results = [r for r in row.checks if r.question == qid]
         public = sum(r.points for r in results if not r.hidden)
+        for text in row.notes.get(qid, []):
+            lines.append(f"> {text}")
+            lines.append("")
         lines.append(f"Public checks (the ones in your notebook, on the grader's inputs): "
                      f"{format_points(public)} of {format_points(solution.points[qid])} points; "
                      "the rest are hidden checks.")
@@ -517,6 +624,8 @@ def _record(row: Row) -> dict[str, Any]:
         "questions": dict(row.questions), "messages": list(row.messages),
         "checks": [c.to_dict() for c in row.checks],
     }
+    if row.notes:
+        data["notes"] = {q: list(v) for q, v in row.notes.items()}
     if row.grader_error:
         data["grader_error"] = row.grader_error
     if row.lookalikes:
@@ -814,12 +923,14 @@ def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work:
                             "is this the right notebook?")
         return None
     row.messages.extend(notes)
+    built = grading_notebook(solution, nb, "")
+    written = [c.source for c, kind in zip(built.nb.cells, built.kinds, strict=True)
+               if kind in ("answer", "student")]
     inputs = {}
     for qid in solution.questions:
-        srcs = [sources.get(c, "") for c in solution.answer_cells[qid]]
         inputs[qid] = make_inputs(solution.question(qid),
-                                  _question_seed(secret, solution.assignment, qid, srcs),
+                                  _question_seed(secret, solution.assignment, qid, written),
                                   solution.hidden.get(qid, ()))
     scratch = work / f"s{i:04d}"
     scratch.mkdir(mode=0o700)
-    return _Job(row, solution, sources, inputs, scratch, os.urandom(32))
+    return _Job(row, solution, nb, inputs, scratch, os.urandom(32))

@@ -45,6 +45,7 @@ __all__ = [
     "extract_answers",
     "with_answers",
     "grading_notebook",
+    "GradingNotebook",
     "BEGIN",
     "END",
 ]
@@ -271,47 +272,175 @@ def extract_answers(submission: Any, solution: Solution) -> tuple[dict[str, str]
 
 
 MISSING_STUB = 'raise NotImplementedError("this answer cell is missing from the submission")\n'
+SKIPPED = "# (skipped by the grader: {why})\n"
+
+#: Roles of the instructor's cells that the grader restores from ``solutions/`` (whatever the
+#: submission holds in their place) and runs; a check cell becomes the question's export.
+INSTRUCTOR = ("setup", "question", "demo", "check")
+
+
+@dataclass
+class GradingNotebook:
+    """The notebook the grader runs, and what each of its (code) cells is.
+
+    ``kinds[i]``: ``preamble``, ``setup``, ``question``, ``demo``, ``answer`` (an answer cell of
+    the release), ``student`` (a cell the student added), ``export`` (where the check cell was)
+    or ``skipped``; ``owners[i]``: the question whose check comes next (a cell's slip, time-out
+    or error is that question's), ``None`` after the last; ``labels[i]``: the cell as the
+    student knows it ("code cell 7 (`def phi_4(X):`)"); ``exports[qid]``: the export cell's index.
+    """
+
+    nb: Any
+    owners: list[str | None]
+    kinds: list[str]
+    labels: list[str]
+    exports: dict[str, int]
+    #: Names that a demo cell binds and a cell the student wrote reads, by the reading cell's index.
+    widget_reads: dict[int, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _instructor_cells(solution: Solution) -> dict[str, tuple[str, str | None, str]]:
+    """id -> (role, question, trusted source) of the released instructor cells."""
+    out = {}
+    for cell in solution.nb.cells:
+        m = meta(cell)
+        if cell.cell_type == "code" and m.get("role") in INSTRUCTOR:
+            out[cell.id] = (m["role"], m.get("question"), cell.source)
+    return out
+
+
+def _label(number: int, src: str) -> str:
+    first = next((ln.strip() for ln in src.splitlines() if ln.strip()), "")
+    if len(first) > 50:
+        first = first[:47] + "..."
+    return f"code cell {number}" + (f" (`{first.replace('`', chr(39))}`)" if first else " (empty)")
 
 
 def grading_notebook(
-    solution: Solution, sources: dict[str, str], preamble: str, skip: set[str] | None = None
-) -> tuple[Any, list[str | None]]:
-    """The notebook that runs: trusted set-up and question cells, the student's answers, export cells.
+    solution: Solution, submission: Any, preamble: str, *,
+    skip: set[int] | None = None, done: set[str] | None = None,
+) -> GradingNotebook:
+    """The student's notebook as the grader runs it: every code cell, in the student's order.
 
-    Returns the notebook and, for each of its code cells, the question it belongs to
-    (``None`` for the preamble and set-up cells). Questions in ``skip`` (already
-    graded in an earlier run) are left out.
+    * The instructor's cells (set-up, question, demo, check: found by cell id) run with their
+      trusted source from ``solutions/``, whatever the submission holds there; the question
+      cells also run first, after the grader's preamble, so that every probe exists.
+    * Each question's check cell becomes its export, at the same place: the grader probes the
+      answers exactly where the student's check cell ran (a missing check cell: at the end).
+    * Answer cells and the cells the student added run as submitted. A demo cell (figures,
+      widgets) runs only when a later cell reads a name it binds (found by parsing); else it
+      is replaced by a comment.
+    * Cells at indexes in ``skip`` (ran out of time or memory in an earlier attempt) and the
+      exports of the questions in ``done`` become comments.
+
+    Hostile structure is tolerated: cells that are not objects, sources that are not text
+    (a malformed answer cell runs as :data:`MISSING_STUB`).
     """
-    skip = skip or set()
+    skip, done = skip or set(), done or set()
+    trusted = _instructor_cells(solution)
+    wanted = {cid for ids in solution.answer_cells.values() for cid in ids}
+    answer_of = {cid: qid for qid, ids in solution.answer_cells.items() for cid in ids}
+    entries: list[tuple[str, str | None, str, str]] = []  # (kind, question, source, label)
+    entries.append(("preamble", None, preamble, "the grader's preamble"))
+    for role, qid, src in trusted.values():
+        if role == "question":
+            entries.append(("question", qid, src, f"the question cell of {qid}"))
+    placed: set[str] = set()
+    number = 0
+    cells = submission.get("cells", []) if isinstance(submission, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        number += 1
+        cid, slot = cell.get("id"), meta(cell).get("slot")
+        src = _source(cell)
+        if isinstance(cid, str) and cid in trusted:
+            if cid in placed:
+                continue  # a copied instructor cell runs once
+            placed.add(cid)
+            role, qid, tsrc = trusted[cid]
+            kind = "export" if role == "check" else role
+            if role == "question":
+                continue  # already run first; running it again would change nothing
+            entries.append((kind, qid, f"_kpca_export({qid!r})\n" if kind == "export" else tsrc,
+                            _label(number, tsrc)))
+            continue
+        slot_id = cid if isinstance(cid, str) and cid in wanted else (
+            slot if isinstance(slot, str) and slot in wanted else None)
+        text = MISSING_STUB if src is None else src
+        entries.append(("answer" if slot_id else "student", answer_of.get(slot_id or ""), text,
+                        _label(number, text)))
+    at = 1 + sum(1 for e in entries if e[0] == "question")
+    for cid, (role, qid, tsrc) in trusted.items():  # instructor cells the submission lacks
+        if cid in placed or role == "question":
+            continue
+        if role == "check":
+            entries.append(("export", qid, f"_kpca_export({qid!r})\n", f"the check cell of {qid}"))
+        else:  # set-up and demo cells before everything the student wrote, in their order
+            entries.insert(at, (role, None, tsrc, f"the {role} cell {cid}"))
+            at += 1
+    return _finish(entries, solution, skip, done)
+
+
+def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution, skip: set[int],
+            done: set[str]) -> GradingNotebook:
+    from .dependencies import binds, reads
+
+    n = len(entries)
+    kinds = [e[0] for e in entries]
+    # owners: the question whose export comes next
+    owners: list[str | None] = [None] * n
+    nxt: str | None = None
+    exports: dict[str, int] = {}
+    for i in range(n - 1, -1, -1):
+        kind, qid = entries[i][0], entries[i][1]
+        if kind == "export" and qid is not None:
+            if qid in exports:  # one export per question: the first check cell counts
+                kinds[i] = "skipped"
+            nxt = qid
+            exports[qid] = i
+        owners[i] = nxt
+    # demo cells run only when a later cell reads what they bind
+    live: set[str] = set()
+    widget_reads: dict[int, list[str]] = {}
+    demo_binds: dict[int, set[str]] = {}
+    for i in range(n - 1, -1, -1):
+        kind, src = kinds[i], entries[i][2]
+        if kind == "demo":
+            bound = binds(src)
+            if bound is not None and not (bound & live):
+                kinds[i] = "unused-demo"
+                continue
+            demo_binds[i] = bound or set()
+        used = reads(src)
+        live |= used if used is not None else {"*"}
+        if "*" in live:  # a cell that cannot be analysed (exec, globals()...) keeps every demo
+            live |= {name for i2 in range(n) if kinds[i2] == "demo" for name in (binds(entries[i2][2]) or ())}
+    for i in range(n):
+        if kinds[i] in ("answer", "student"):
+            names = sorted(name for j, b in demo_binds.items() if j < i for name in b
+                           if name in (reads(entries[i][2]) or set()))
+            if names:
+                widget_reads[i] = names
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"},
     }
-    owners: list[str | None] = [None]
-    cells = [nbformat.v4.new_code_cell(preamble, id="kpca-grader-preamble")]
-    last_answer = {}
-    for i, cell in enumerate(solution.nb.cells):
-        if cell.cell_type == "code" and meta(cell).get("role") == "answer":
-            last_answer[meta(cell)["question"]] = i
-    for i, cell in enumerate(solution.nb.cells):
-        if cell.cell_type != "code":
-            continue
-        m = meta(cell)
-        role = m.get("role")
-        if role in ("setup", "question"):
-            cells.append(nbformat.v4.new_code_cell(cell.source, id=cell.id))
-            owners.append(None)
-        elif role == "answer" and m["question"] not in skip:
-            qid = m["question"]
-            src = sources.get(cell.id, MISSING_STUB)
-            cells.append(nbformat.v4.new_code_cell(src, id=cell.id))
-            owners.append(qid)
-            if last_answer[qid] == i:
-                cells.append(nbformat.v4.new_code_cell(f"_kpca_export({qid!r})", id=f"export-{qid}"[:64]))
-                owners.append(qid)
+    cells = []
+    for i, (kind, qid, src, _) in enumerate(entries):
+        if i in skip:
+            src, kinds[i] = SKIPPED.format(why="it ran out of time or memory before"), "skipped"
+        elif kinds[i] == "unused-demo":
+            src = SKIPPED.format(why="a demo cell whose names no later cell reads")
+        elif kinds[i] == "skipped":
+            src = SKIPPED.format(why="a second copy of a check cell")
+        elif kind == "export" and qid in done:
+            src = SKIPPED.format(why=f"{qid} is graded already")
+        cells.append(nbformat.v4.new_code_cell(src, id=f"g{i:04d}"))
     nb.cells = cells
-    return nb, owners
+    return GradingNotebook(nb, owners, kinds, [e[3] for e in entries], exports, widget_reads)
 
 
 def release_notebook(solution: Solution) -> Any:

@@ -364,7 +364,7 @@ def orient(arr: np.ndarray, shape: tuple[int | None, ...], name: str, *, rows: s
         note(Slip("form-transposed", (
             f"{name} has shape {arr.shape}, the transpose of the expected {want}: "
             + (rows or "keep one row per point and one column per feature or component")
-            + " (return the array without the .T, or with it).").replace("'", ""), charge="form"))
+            + " (transpose it with .T, or build it the other way round).").replace("'", ""), charge="form"))
         return arr.T
     raise CheckError(f"{name} should have shape {want}; got {arr.shape}.".replace("'", ""),
                      cause=_each("shape", f"{name} has shape {arr.shape}"))

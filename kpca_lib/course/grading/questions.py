@@ -24,8 +24,12 @@ Hidden checks are not here: they live only in ``solutions/`` (cells with role
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Mapping, MutableMapping
+import sys
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -55,6 +59,8 @@ from .plain import (
     as_map,
     encode,
     error_value,
+    note,
+    orient,
     plain_list,
 )
 
@@ -106,6 +112,8 @@ class Question:
 
     #: The question's points: its public checks' plus its hidden checks' (0: public only).
     total_points: float = 0.0
+    #: Dotted names the answers may not call (see :func:`forbidden_calls`).
+    forbid: tuple[str, ...] = ()
 
     @property
     def public_points(self) -> float:
@@ -124,10 +132,65 @@ _MISSING = object()
 def _lookup(ns: Mapping[str, Any], name: str) -> Any:
     value = ns.get(name, _MISSING)
     if value is _MISSING:
-        return error_value(f"{name} is not defined: write it in its answer cell and run that cell.")
+        return error_value(f"{name} is not defined where the question is checked: define it in its "
+                           "answer cell, above the check cell, and run the notebook from the top.")
     if value is Ellipsis or value is None:
         return error_value(f"{name} is still {value!r}: replace it with your answer.")
     return value
+
+
+_FORBID: ContextVar[tuple[str, ...]] = ContextVar("kpca_forbid", default=())
+_HITS: ContextVar[list[str] | None] = ContextVar("kpca_forbidden_hits", default=None)
+
+
+@contextmanager
+def forbidden_calls(names: tuple[str, ...]) -> Iterator[list[str]]:
+    """While probing: calls to ``names`` (dotted) made by the answers become errors; yields the
+    list of those seen. A teaching guard, not a security boundary (student code can switch a
+    profiler off); the grader backs it with a scan of the cells' source."""
+    hits: list[str] = []
+    t1, t2 = _FORBID.set(tuple(names)), _HITS.set(hits)
+    try:
+        yield hits
+    finally:
+        _FORBID.reset(t1)
+        _HITS.reset(t2)
+
+
+def _target(dotted: str) -> tuple[str, str] | None:
+    """``(defining module, qualified name)`` of a dotted name whose module is imported already."""
+    module, _, attr = dotted.rpartition(".")
+    mod = sys.modules.get(module)
+    obj = getattr(mod, attr, None) if mod is not None else None
+    if obj is None:
+        return None
+    return getattr(obj, "__module__", module), getattr(obj, "__qualname__", attr)
+
+
+def _guarded(f: Callable[..., Any], args: tuple[Any, ...], forbid: tuple[str, ...]) -> tuple[Any, str | None]:
+    """``f(*args)`` with a profiler that notes the first call into a forbidden function."""
+    seen: list[str] = []
+    targets: dict[str, tuple[str, str] | None] = {}
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or seen:
+            return
+        module = frame.f_globals.get("__name__", "")
+        qual = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+        for dotted in forbid:
+            t = targets.get(dotted) or _target(dotted)
+            targets[dotted] = t
+            if t is not None and module == t[0] and (qual == t[1] or qual.startswith(t[1] + ".")):
+                seen.append(dotted)
+                return
+
+    old = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        value = f(*args)
+    finally:
+        sys.setprofile(old)
+    return value, (seen[0] if seen else None)
 
 
 def _call_raw(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
@@ -138,8 +201,18 @@ def _call_raw(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
         return error_value(f"{name} should be a function; got {type(f).__name__}.")
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     before = [a.copy() if isinstance(a, np.ndarray) else None for a in args]
+    forbid = _FORBID.get()
     try:
-        value = f(*args)
+        if forbid:
+            value, hit = _guarded(f, args, forbid)
+            if hit is not None:
+                hits = _HITS.get()
+                if hits is not None and hit not in hits:
+                    hits.append(hit)
+                return error_value(f"{name} calls {hit}, which this question asks you to write "
+                                   "yourself: its result measures the library, not your code.")
+        else:
+            value = f(*args)
         changed = tuple(i for i, (a, b) in enumerate(zip(args, before, strict=True))
                         if b is not None and not _same_array(a, b))
         return ("ok", value, changed)
@@ -181,6 +254,25 @@ def call_tuple(ns: Mapping[str, Any], name: str, size: int, *args: Any) -> list[
     return [encode(v, changed=out[2]) for v in value]
 
 
+def call_tuple_peak(ns: Mapping[str, Any], name: str, size: int, *args: Any) -> tuple[list[Any], int]:
+    """:func:`call_tuple`, and the peak of the memory NumPy and Python allocated during the call
+    (bytes, by :mod:`tracemalloc`): how a question tells an n×n route from a d×d one."""
+    import tracemalloc
+
+    was = tracemalloc.is_tracing()
+    if not was:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        out = call_tuple(ns, name, size, *args)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was:
+            tracemalloc.stop()
+    return out, int(max(peak, 0))
+
+
 def variable(ns: Mapping[str, Any], name: str) -> Any:
     """Plain data of the variable ``ns[name]``."""
     value = _lookup(ns, name)
@@ -200,25 +292,45 @@ def _poly_kernel(X: np.ndarray, Y: np.ndarray, p: int) -> np.ndarray:
     return (X @ Y.T + 1.0) ** p
 
 
+def phi_rows(value: Any, label: str, X: np.ndarray) -> np.ndarray:
+    """The features ``value`` of the points ``X`` (one row per point), as a float array. Features
+    returned as rows, shape (D, n), are turned back and noted as one slip of form (charged once per
+    question); a float32 or integer array is noted as the explanation of a failure."""
+    A = as_array(value, f"{label}(X)", ndim=2)
+    n = X.shape[0]
+    if A.shape[0] != n and A.shape[1] == n:
+        return orient(A, (n, None), f"{label}(X)",
+                      rows="keep one row per point and one column per feature")
+    if A.shape[0] != n:
+        message = (f"{label} should return one row per point: for {n} points in R^{X.shape[1]} it "
+                   f"returned shape {A.shape}. Hint: points are rows, so the result is (n_samples, D).")
+        raise CheckError(message, cause=Slip(f"phi-rows:{label}", message, charge="each"))
+    return A
+
+
+def _low_precision_dtype(*values: Any) -> bool:
+    return any(getattr(v, "kpca_dtype", "float64") in ("float32", "float16", "bfloat16") for v in values)
+
+
 def phi_slip(
     answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str, label: str,
-    *, name_count: bool = False, count: bool = False, tol: float = 1e-8,
+    *, name_count: bool = False, count: bool = False, tol: float = 1e-10,
 ) -> Slip | None:
-    """The diagnosis of ``label`` on the points ``X``, ``Y`` (``None``: φ(x)ᵀφ(y) = (xᵀy + 1)^p
-    and, with ``count``, C(d + p, p) features). Malformed answers raise :class:`CheckError`."""
-    PX = as_array(answers[fx], f"{label}(X)", ndim=2)
-    PY = as_array(answers[fy], f"{label}(Y)", ndim=2)
-    if PX.shape[0] != X.shape[0] or PY.shape[0] != Y.shape[0]:
-        raise CheckError(
-            f"{label} should return one row per point: for {X.shape[0]} points in R^{X.shape[1]} it "
-            f"returned shape {PX.shape}. Hint: points are rows, so the result is (n_samples, D)."
-        )
+    """The diagnosis of ``label`` on the points ``X``, ``Y`` (``None``: φ(x)ᵀφ(y) = (xᵀy + 1)^p,
+    exact in float64, and, with ``count``, one feature per monomial of degree ≤ p). Malformed
+    answers raise :class:`CheckError`."""
+    PX = phi_rows(answers[fx], label, X)
+    PY = phi_rows(answers[fy], label, Y)
     if PX.shape[1] != PY.shape[1]:
         raise CheckError(
             f"{label} returned {PX.shape[1]} features for one input and {PY.shape[1]} for another; "
             "the number of features must not depend on the data."
         )
-    identity = _rel_err(PX @ PY.T, _poly_kernel(X, Y, p)) <= tol
+    err = _rel_err(PX @ PY.T, _poly_kernel(X, Y, p))
+    identity = err <= tol
+    if identity and _low_precision_dtype(answers[fx], answers[fy]):
+        # right to the tolerance by luck: a float32 array keeps 7 digits (plain notes why)
+        return Slip("precision", f"{label} returns a low-precision array (relative error {err:.1e}).")
     if identity and (not count or PX.shape[1] == math.comb(X.shape[1] + p, p)):
         return None
     return diagnose_phi(PX, PY, X, Y, p, label, name_count=name_count, identity_ok=identity)
@@ -230,10 +342,20 @@ def _check_phi_identity(
 ) -> str:
     slip = phi_slip(answers, X, Y, p, fx, fy, label, name_count=name_count)
     if slip is not None:
-        raise CheckError(slip.message + _phi_example(answers, X, Y, p, fx, fy, label, slip))
-    PX = as_array(answers[fx], f"{label}(X)", ndim=2)
-    err = _rel_err(PX @ as_array(answers[fy], f"{label}(Y)", ndim=2).T, _poly_kernel(X, Y, p))
+        raise CheckError(slip.message + _phi_example(answers, X, Y, p, fx, fy, label, slip),
+                         cause=slip if slip.recognised else None)
+    PX = phi_rows(answers[fx], label, X)
+    err = _rel_err(PX @ phi_rows(answers[fy], label, Y).T, _poly_kernel(X, Y, p))
     return f"{label}(x)ᵀ{label}(y) = (xᵀy + 1)^{p} on {X.shape[0]}×{Y.shape[0]} random pairs (relative error {err:.1e})."
+
+
+def _differing(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with as many significant digits as it takes to tell them apart."""
+    for digits in range(6, 18):
+        sa, sb = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if sa != sb:
+            return sa, sb
+    return f"{a!r}", f"{b!r}"
 
 
 def _phi_example(answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str,
@@ -241,11 +363,12 @@ def _phi_example(answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, 
     """For a slip that is not recognised: one pair of (public) points where the identity fails."""
     if slip.recognised:
         return ""
-    G = as_array(answers[fx], label, ndim=2) @ as_array(answers[fy], label, ndim=2).T
+    G = phi_rows(answers[fx], label, X) @ phi_rows(answers[fy], label, Y).T
     K = _poly_kernel(X, Y, p)
     i, j = np.unravel_index(np.argmax(np.abs(G - K)), K.shape)
+    got, want = _differing(float(G[i, j]), float(K[i, j]))
     return (f" E.g. for x = {np.round(X[i], 3).tolist()}, y = {np.round(Y[j], 3).tolist()}: "
-            f"{float(G[i, j]):.6g} instead of {float(K[i, j]):.6g}. Hint: expand (1 + x₁y₁ + …)^{p} "
+            f"φ(x)ᵀφ(y) = {got} instead of {want}. Hint: expand (1 + x₁y₁ + …)^{p} "
             "with the multinomial theorem.")
 
 
@@ -263,9 +386,9 @@ def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname
     identity check counts that slip, and a dimension equal to D or to φ's own count passes (not
     charged twice); when the identity holds (repeated monomials), this check counts it."""
     dim = as_int(answers["dim"], dname)
-    PX = as_array(answers["phi_X"], f"{fname}(X)", ndim=2)
-    D = math.comb(2 + p, p)
     X, Y = inputs["X"], inputs["Y"]
+    PX = phi_rows(answers["phi_X"], fname, X)
+    D = math.comb(2 + p, p)
     if dim == D and PX.shape[1] == D:
         return f"{dname} = {fname}'s number of features, and no monomial is repeated."
     full = phi_slip(answers, X, Y, p, "phi_X", "phi_Y", fname, count=True)
@@ -295,37 +418,45 @@ def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname
 
 
 # --------------------------------------------------------------------------- q1c: general d
-def general_slips(answers: dict[str, Any], inputs: dict[str, Any]) -> list[tuple[str, Slip | None]]:
-    """The slips the public checks of ``phi_poly`` find: [(where, slip)] for d = 3 and d = 5
-    (a malformed answer counts as no recognised slip)."""
-    out: list[tuple[str, Slip | None]] = []
-    for where, (x, y, p, fx, fy) in (
-        ("the check for d = 3", ("X3", "Y3", 3, "g3x", "g3y")),
-        ("the check for d = 5", ("X5", "Y5", 2, "g5x", "g5y")),
-    ):
-        try:
-            slip = phi_slip(answers, inputs[x], inputs[y], p, fx, fy, f"phi_poly(·, {p})",
-                            name_count=True, count=(p == 2))
-        except CheckError as exc:
-            slip = Slip("", str(exc))
-        out.append((where, slip))
-    return out
-
-
 def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return _check_phi_identity(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)",
                                name_count=True)
 
 
 def general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """The identity and one feature per monomial for d = 5; a slip the d = 3 check found already is
+    counted there (:func:`~kpca_lib.course.grading.evaluate.run_checks` sees the same cause)."""
     slip = phi_slip(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)",
                     name_count=True, count=True)
-    ok = ("phi_poly(x, 2)ᵀphi_poly(y, 2) = (xᵀy + 1)² for d = 5, and the number of features is "
-          "C(d + p, p).")
-    if slip is not None and not slip.recognised:
-        raise CheckError(slip.message + _phi_example(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y",
-                                                     "phi_poly(·, 2)", slip))
-    return counted_once(slip, general_slips(answers, inputs)[:1], ok)
+    if slip is None:
+        return ("phi_poly(x, 2)ᵀphi_poly(y, 2) = (xᵀy + 1)² for d = 5, with one feature per monomial "
+                "of degree ≤ 2.")
+    raise CheckError(slip.message + _phi_example(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y",
+                                                 "phi_poly(·, 2)", slip),
+                     cause=slip if slip.recognised else None)
+
+
+def general_one_feature(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """Hidden: ``phi_poly`` for d = 1 and p = 5. A map written for two coordinates fails here through
+    the slip the d = 3 check reports, which is its cause (counted once, there)."""
+    try:
+        slip = phi_slip(answers, inputs["X1"], inputs["Y1"], 5, "g1x", "g1y", "phi_poly(·, 5)",
+                        name_count=True, count=True, tol=1e-10)
+        error = None
+    except CheckError as problem:
+        slip, error = None, problem
+    if slip is None and error is None:
+        return "d = 1, p = 5 is right"
+    try:
+        d3 = phi_slip(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)", name_count=True)
+    except CheckError:
+        d3 = None
+    if d3 is not None and d3.code == "two-coordinates":
+        raise CheckError("d = 1 fails because " + d3.message, cause=d3)
+    if error is not None:
+        raise error
+    assert slip is not None
+    raise CheckError(slip.message, cause=slip if slip.recognised else None)
 
 
 # --------------------------------------------------------------------------- q2: counting
@@ -697,14 +828,88 @@ def mercer_candidates() -> dict[str, tuple[str, Callable[[np.ndarray, np.ndarray
     }
 
 
+def mercer_verdicts(answers: dict[str, Any]) -> tuple[dict[str, bool], list[str], CheckError | None]:
+    """The verdicts of ``is_kernel`` that can be read, the candidates without one, and the error of
+    the first verdict that cannot be read (``None``: all could).
+
+    Every check of the Mercer question reads the verdicts here: keys spelled differently ("A" for
+    "a") and the strings "True"/"False" are read as meant and noted as one form slip each (charged
+    once per question); a value that is not a verdict at all (``None``, ``1``, ``"yes"``) is an
+    error of type that every check needing it reports."""
+    names = tuple(mercer_candidates())
+    given = as_map(answers["is_kernel"], "is_kernel", keys=names)
+    read: dict[str, bool] = {}
+    error: CheckError | None = None
+    for name in names:
+        if name in given:
+            try:
+                read[name] = as_bool(given[name], f"is_kernel[{name!r}]")
+            except CheckError as exc:
+                error = error or exc
+    return read, [n for n in names if n not in given], error
+
+
+def _missing_verdicts(answers: dict[str, Any], missing: list[str]) -> CheckError:
+    names = tuple(mercer_candidates())
+    given = answers["is_kernel"] if isinstance(answers["is_kernel"], dict) else {}
+    other = [k for k in given if k.strip().strip("'\"").strip().casefold() not in names]
+    message = (f"is_kernel has no verdict for {', '.join(repr(n) for n in missing)}"
+               + (f" (its keys {', '.join(repr(k) for k in other[:6])} name no candidate: the keys are "
+                  f"{', '.join(repr(n) for n in names)})" if other else "")
+               + "; give True or False for each candidate.")
+    return CheckError(message, cause=Slip(f"mercer-missing:{','.join(missing)}", message, charge="each"))
+
+
+def _unreadable_verdicts(answers: dict[str, Any], read: dict[str, bool], missing: list[str],
+                         error: CheckError | None) -> CheckError | None:
+    """Why no verdict of the kind a check needs was read, when the completeness check says so
+    (a verdict that is not True or False, or none at all): that check's error, never a
+    claim about verdicts the student did not give."""
+    if error is not None:
+        return error
+    if missing and not read:
+        return _missing_verdicts(answers, missing)
+    return None
+
+
 def mercer_complete(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    verdicts = as_map(answers["is_kernel"], "is_kernel")
-    missing = sorted(set(mercer_candidates()) - set(verdicts))
+    read, missing, error = mercer_verdicts(answers)
     if missing:
-        raise CheckError(f"is_kernel has no verdict for {', '.join(missing)}; give True or False for each candidate.")
-    for name in mercer_candidates():
-        as_bool(verdicts[name], f"is_kernel[{name!r}]")
+        raise _missing_verdicts(answers, missing)
+    if error is not None:
+        raise error
+    if isinstance(answers["counterexamples"], dict):  # its keys' spelling: a form slip charged here
+        as_map(answers["counterexamples"], "counterexamples", keys=tuple(mercer_candidates()))
     return "is_kernel gives True or False for every candidate."
+
+
+def mercer_called_kernels(answers: dict[str, Any]) -> list[str]:
+    """The candidates ``is_kernel`` calls kernels, read as :func:`mercer_verdicts` reads them (for
+    the hidden check); when none can be read, the completeness check's error."""
+    read, missing, error = mercer_verdicts(answers)
+    called = [n for n, v in read.items() if v is True]
+    if not called:
+        unreadable = _unreadable_verdicts(answers, read, missing, error)
+        if unreadable is not None:
+            raise unreadable
+    return called
+
+
+def _as_points(points: Any, name: str) -> np.ndarray:
+    """Counterexample points as an array of shape (m, 2): one point given as a flat pair, or the
+    points given as columns, is read as meant and noted as a form slip."""
+    P = as_array(points, name)
+    if P.shape == (2,):
+        note(Slip("form-one-point", (
+            f"{name} is a flat pair of shape (2,): the question asks for points of shape (m, 2), so one "
+            "point is [[x₁, x₂]] (np.array([[x₁, x₂]]))."), charge="form"))
+        return P.reshape(1, 2)
+    if P.ndim != 2:
+        raise CheckError(f"{name} should be a 2-D array of points, shape (m, 2); got shape {P.shape}.",
+                         cause=Slip(f"points-ndim:{name}", f"{name} has shape {P.shape}", charge="each"))
+    if P.shape[1] != 2 and P.shape[0] == 2:
+        return orient(P, (None, 2), name, rows="one row per point, its two coordinates in the columns")
+    return P
 
 
 def verify_counterexample(name: str, points: Any) -> str:
@@ -713,7 +918,7 @@ def verify_counterexample(name: str, points: Any) -> str:
     from ...mercer import check_mercer_matrix
 
     formula, k = mercer_candidates()[name]
-    P = as_array(points, f"counterexamples[{name!r}]", ndim=2)
+    P = _as_points(points, f"counterexamples[{name!r}]")
     if P.shape[1] != 2 or not 1 <= P.shape[0] <= 50:
         raise CheckError(
             f"counterexamples[{name!r}] should be between 1 and 50 points in R², shape (m, 2); got {P.shape}."
@@ -735,11 +940,15 @@ def verify_counterexample(name: str, points: Any) -> str:
 
 
 def mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    verdicts = as_map(answers["is_kernel"], "is_kernel")
-    examples = as_map(answers["counterexamples"], "counterexamples")
-    rejected = [n for n in mercer_candidates() if verdicts.get(n) is False]
+    read, missing, error = mercer_verdicts(answers)
+    rejected = [n for n, v in read.items() if v is False]
     if not rejected:
-        raise CheckError("you marked no candidate as invalid: at least one of them is not a kernel.")
+        unreadable = _unreadable_verdicts(answers, read, missing, error)
+        if unreadable is not None:
+            raise unreadable
+        raise CheckError("you marked no candidate as invalid (every verdict in is_kernel is True): at "
+                         "least one of them is not a kernel.")
+    examples = as_map(answers["counterexamples"], "counterexamples", keys=tuple(mercer_candidates()))
     notes = []
     for name in rejected:
         if name not in examples:
@@ -793,17 +1002,76 @@ def _separating_grid() -> tuple[tuple[float, bool], ...]:
                  for s in np.geomspace(lo, hi, 41))
 
 
+def _number_string(value: Any, name: str) -> Any:
+    """``value``, or the number a string holds (``answer_r = "15"``), noted as a form slip."""
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return value
+        if math.isfinite(number):
+            note(Slip("form-number-string", (
+                f"{name} is the string {value!r}, not a number: write {name} = {value.strip()} without "
+                "quotes (Python does not compute with the text of a number)."), charge="form"))
+            return number
+    return value
+
+
+def _digits(values: tuple[float, ...], fmt: str, start: int) -> list[str]:
+    """``values`` formatted with ``fmt`` (``"{:.{d}%}"``, ``"{:.{d}g}"``) and the fewest digits
+    (from ``start``, at most ``start + 4``) that keep different values different."""
+    for d in range(start, start + 5):
+        out = [fmt.format(v, d=d) for v in values]
+        if all(a != b for (i, a), (j, b) in itertools.combinations(enumerate(out), 2)
+               if values[i] != values[j]):
+            return out
+    return out
+
+
+def _sigma_relation(value: float) -> Slip | None:
+    """A recognised slip when ``value`` does not separate the moons as σ but does as another
+    parameter of the RBF kernel: γ = 1/(2σ²) (the library's and scikit-learn's ``gamma``) or σ²."""
+    from ...analysis import first_component_separates
+
+    if not value > 0:
+        return None
+    X, y = homework_moons()
+    lo, hi = SIGMA_RANGE
+    readings = (
+        ("sigma-as-gamma", 1.0 / math.sqrt(2.0 * value), "γ = 1/(2σ²)", "σ = 1/√(2γ)",
+         "γ, the kernel's gamma, not σ: the question and the slider use the width σ of "
+         "exp(−‖x − y‖²/(2σ²)), and γ = 1/(2σ²) is another number"),
+        ("sigma-as-variance", math.sqrt(value), "σ²", "σ = √(σ²)",
+         "σ², not σ: the question and the slider use the width σ of exp(−‖x − y‖²/(2σ²))"),
+    )
+    for code, sigma, read_as, back, what in readings:
+        if lo <= sigma <= hi and first_component_separates(X, y, sigma)[0]:
+            shown, back_shown = _digits((value, sigma), "{:.{d}g}", 4)
+            message = (
+                f"answer_sigma = {shown} does not separate the moons as σ"
+                + ("" if lo <= value <= hi else f" (it is outside the slider's range [{lo}, {hi}])")
+                + f", but read as {read_as} it is {back} = {back_shown}, which does: this looks like {what}. "
+                "Paste the line shown under the slider (answer_sigma = …) as it is."
+            )
+            return Slip(code, message, (value,))
+    return None
+
+
 def sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     from ...analysis import first_component_separates
 
-    sigma = as_float(answers["sigma"], "answer_sigma")
+    sigma = as_float(_number_string(answers["sigma"], "answer_sigma"), "answer_sigma")
     lo, hi = SIGMA_RANGE
+    X, y = homework_moons()
+    ok, acc = first_component_separates(X, y, sigma) if lo <= sigma <= hi else (False, 0.0)
+    if not ok:
+        slip = _sigma_relation(sigma)
+        if slip is not None:
+            raise CheckError(slip.message, cause=slip)
     if not lo <= sigma <= hi:
-        raise CheckError(f"answer_sigma = {sigma:g} is outside the slider's range [{lo}, {hi}]: paste "
+        raise CheckError(f"answer_sigma = {sigma:.6g} is outside the slider's range [{lo}, {hi}]: paste "
                          "the line shown under the slider, for a σ where the status says the moons are "
                          "separated.")
-    X, y = homework_moons()
-    ok, acc = first_component_separates(X, y, sigma)
     if not ok:
         good = [s for s, sep in _separating_grid() if sep]
         if good and all(s < sigma for s in good):
@@ -824,7 +1092,7 @@ def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
     """answer_r and its relative reconstruction error (range checked)."""
     from ...analysis import reconstruction_errors
 
-    r = as_int(answers["r"], "answer_r")
+    r = as_int(_number_string(answers["r"], "answer_r"), "answer_r")
     pca, _, face = homework_faces()
     r_max = pca.components_.shape[0]
     if not 0 <= r <= r_max:
@@ -832,14 +1100,33 @@ def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
     return r, float(reconstruction_errors(pca, face, [r])[0])
 
 
+def _r_short(r: int, err: float) -> Slip | None:
+    """The slip of an r one short of the target (r + 1 reaches it): the last r above the target
+    pasted for the first one below. Both checks of question 8 meet it; it is charged once."""
+    from ...analysis import reconstruction_errors
+
+    pca, _, face = homework_faces()
+    if r >= pca.components_.shape[0] or not reconstruction_errors(pca, face, [r + 1])[0] < FACE_TARGET:
+        return None
+    e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
+    return Slip("r-one-short", (
+        f"with r = {r} eigenfaces the relative error is {e}, just above the target {t}: the answer is "
+        "the first r whose error is below the target, not the last one above it (the status line says "
+        "“below the target” there)."), (float(r),))
+
+
 def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     r, err = _r_value(answers)
+    e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
     if not err < FACE_TARGET:
+        slip = _r_short(r, err)
+        if slip is not None:
+            raise CheckError(slip.message, cause=slip)
         raise CheckError(
-            f"with r = {r} eigenfaces the relative error is {err:.1%}, not below the target "
-            f"{FACE_TARGET:.1%}. Hint: more components lower the error."
+            f"with r = {r} eigenfaces the relative error is {e}, not below the target {t}. "
+            "Hint: more components lower the error."
         )
-    return f"with r = {r} the error {err:.1%} is below {FACE_TARGET:.1%}."
+    return f"with r = {r} the error {e} is below {t}."
 
 
 def r_smallest(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
@@ -848,17 +1135,20 @@ def r_smallest(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
     r, err = _r_value(answers)
     if not err < FACE_TARGET:
+        e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
         raise CheckError(
-            f"with r = {r} the error {err:.1%} does not reach the target {FACE_TARGET:.1%}, so r is not "
-            "the smallest r that reaches it: move the slider up until the error first goes below the target."
-        )
+            f"with r = {r} the error {e} does not reach the target {t}, so r is not "
+            "the smallest r that reaches it: move the slider up until the error first goes below the target.",
+            cause=_r_short(r, err))
     pca, _, face = homework_faces()
     if r > 0:
         before = float(reconstruction_errors(pca, face, [r - 1])[0])
         if before < FACE_TARGET:
+            e, b, t = _digits((err, before, FACE_TARGET), "{:.{d}%}", 1)
             raise CheckError(
-                f"with r = {r} the error {err:.1%} is below the target, but fewer eigenfaces reach it too "
-                f"(with r − 1 = {r - 1} the error is {before:.1%}): the question asks for the smallest r. "
+                f"with r = {r} the error {e} is below the target {t}, but fewer eigenfaces reach it too "
+                f"(with r − 1 = {r - 1} the error is {b}): the question asks for the smallest r. "
                 "Move the slider down until one eigenface less goes above the target."
             )
-    return f"r = {r} is the smallest number of eigenfaces below {FACE_TARGET:.1%} (error {err:.1%})."
+    e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
+    return f"r = {r} is the smallest number of eigenfaces below {t} (error {e})."

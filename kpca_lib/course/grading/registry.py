@@ -55,7 +55,8 @@ _COLLECTORS: list[dict[str, QuestionDefinition]] = []
 class QuestionDefinition:
     """A question being declared by a question cell (see the module docstring)."""
 
-    def __init__(self, qid: str, title: str, names: tuple[str, ...], points: float) -> None:
+    def __init__(self, qid: str, title: str, names: tuple[str, ...], points: float,
+                 forbid: tuple[str, ...] = ()) -> None:
         if not isinstance(qid, str) or not _ID.match(qid):
             raise ValueError(f"question id {qid!r}: use letters, digits and _ (e.g. 'q9_trace').")
         if not title or not isinstance(title, str):
@@ -66,7 +67,14 @@ class QuestionDefinition:
             raise ValueError(f"question {qid}: names must be the Python names its answer cells define.")
         if not (isinstance(points, (int, float)) and points > 0):
             raise ValueError(f"question {qid}: points must be a positive number (public + hidden checks).")
+        if isinstance(forbid, str):
+            forbid = (forbid,)
+        if not all(isinstance(f, str) and "." in f and all(p.isidentifier() for p in f.split("."))
+                   for f in forbid):
+            raise ValueError(f"question {qid}: forbid takes dotted names such as "
+                             "'kpca_lib.centering.center_kernel'.")
         self.id, self.title, self.names, self.points = qid, title, tuple(names), float(points)
+        self.forbid = tuple(forbid)
         self._inputs: Callable[[np.random.Generator], dict[str, Any]] = lambda rng: {}
         self._probe: Probe | None = None
         self._checks: list[Check] = []
@@ -101,12 +109,19 @@ class QuestionDefinition:
         if self._probe is None:
             raise ValueError(f"question {self.id} has no probe: decorate one function with @q.probe.")
         return Question(self.id, "", self.title, self.names, self._probe, tuple(self._checks),
-                        self._inputs, total_points=self.points)
+                        self._inputs, total_points=self.points, forbid=self.forbid)
 
 
-def define_question(qid: str, *, title: str, names: tuple[str, ...] | str, points: float) -> QuestionDefinition:
-    """Declare a question (in a question cell); see the module docstring."""
-    definition = QuestionDefinition(qid, title, names, points)
+def define_question(qid: str, *, title: str, names: tuple[str, ...] | str, points: float,
+                    forbid: tuple[str, ...] | str = ()) -> QuestionDefinition:
+    """Declare a question (in a question cell); see the module docstring.
+
+    ``forbid``: dotted names of functions or classes the answers may not call (the library
+    function the question asks the student to write, scikit-learn's estimator). A probed
+    value computed through one of them is an error naming it, in the notebook and in the
+    grader alike; the grader also refuses the question's checks when its cells mention one
+    that the probe did not see called (see :mod:`kpca_lib.course.grading.grade`)."""
+    definition = QuestionDefinition(qid, title, names, points, forbid)
     target = _COLLECTORS[-1] if _COLLECTORS else _REGISTRY
     if _COLLECTORS and qid in target:
         raise ValueError(f"question {qid} is defined twice.")

@@ -75,6 +75,7 @@ class _Box:
         self.lock = threading.Lock()
         self.fds: list[int] = []  # the kernel's sockets, pinned (see _pin_sockets)
         self.enames: list[str] = []  # exception names of the current cell's error messages
+        self.evalues: list[str] = []  # and their messages (shown to the student, as text)
 
     def kill(self, why: str) -> None:
         """Kill the whole sandbox, recording why (the first reason wins)."""
@@ -318,6 +319,7 @@ def _patch_nbval() -> None:
             box.output += _size(msg.get("content"))
             if msg.get("msg_type") == "error" and isinstance(msg.get("content"), dict):
                 box.enames.append(str(msg["content"].get("ename", ""))[:100])
+                box.evalues.append(str(msg["content"].get("evalue", ""))[:300])
             if box.output > OUTPUT_BUDGET and msg.get("msg_type") != "status":
                 box.kill("output")
                 msg["msg_type"] = "stream"
@@ -436,7 +438,9 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         facts["nbval_timeout"] = bool(getattr(parent, "timed_out", False)) and not timed_out_before
         # The exception's type as the kernel reported it (not a line of text it printed).
         facts["ename"] = box.enames[-1] if box.enames else None
+        facts["evalue"] = box.evalues[-1] if box.evalues else None
         box.enames.clear()
+        box.evalues.clear()
     _write({
         "file": str(getattr(item, "fspath", "")),
         "cell": getattr(item, "cell_num", None),
