@@ -70,7 +70,8 @@ P3_ID, P3_DIM, P3_H = "q1_phi_p3.identity", "q1_phi_p3.dimension", "q1_phi_p3.la
 P4_ID, P4_DIM, P4_H = "q1_phi_p4.identity", "q1_phi_p4.dimension", "q1_phi_p4.large_coordinates_and_one_point"
 G_D3, G_D5, G_H = "q1_phi_general.d3", "q1_phi_general.d5", "q1_phi_general.one_input_feature_degree_five"
 C_COUNT, C_CHEAP, C_H = "q2_feature_count.count", "q2_feature_count.cheaper", "q2_feature_count.exact_for_large_d"
-GR_EV, GR_W, GR_H = "q3_gram_pca.eigenvalues", "q3_gram_pca.directions", "q3_gram_pca.repeated_eigenvalue"
+GR_EV, GR_W, GR_H = ("q3_gram_pca.eigenvalues", "q3_gram_pca.directions",
+                     "q3_gram_pca.repeated_eigenvalue_and_d_much_larger_than_n")
 CE_T, CE_N, CE_H = "q4_centering.train", "q4_centering.new", "q4_centering.polynomial_kernel_and_one_new_point"
 KP_T, KP_N, KP_H = ("q5_kpca_projection.train", "q5_kpca_projection.new",
                     "q5_kpca_projection.training_points_as_new_points")
@@ -143,6 +144,11 @@ _GRAM_BODY = '''    values, vectors = np.linalg.eigh(Xc @ Xc.T)
 _MERCER_HEAD = '''is_kernel = {"a": True, "b": True, "c": False, "d": False, "e": False, "f": True}
 counterexamples = {
 '''
+_MERCER_VERDICTS = 'is_kernel = {"a": True, "b": True, "c": False, "d": False, "e": False, "f": True}'
+_MERCER_POINTS = '''    "c": np.array([[0.0, 0.0], [1.0, 0.0]]),   # zero diagonal, positive off-diagonal
+    "d": np.array([[0.0, 0.0]]),               # k(0, 0) = tanh(-1) < 0
+    "e": np.array([[1.0, 0.0], [0.0, 1.0]]),   # k(x, y) - k(y, x) = x1 - y1
+'''
 _CENTER = "return K - K.mean(axis=0)[None, :] - K.mean(axis=1)[:, None] + K.mean()"
 _CENTER_NEW = "return K_new - K.mean(axis=0)[None, :] - K_new.mean(axis=1)[:, None] + K.mean()"
 
@@ -176,21 +182,41 @@ CATALOGUE: list[Mistake] = [
       "multinomial coefficient without a0!"),
     M("p4_no_sqrt", "q1_phi_p4", "q1-p4-answer", "np.sqrt(weight) *", "weight *",
       [P4_ID], {P4_ID: r"multinomial coefficient itself"}, 2, "weights without the square root"),
+    M("p3_rows", "q1_phi_p3", "q1-p3-answer", "    return np.column_stack([\n", "    return np.array([\n",
+      [P3_ID], {P3_ID: r"phi_3\(X\) has shape \(10, \d+\), the transpose of the expected.*one row per point"}, 2,
+      "np.array of the feature columns: features as rows, shape (D, n) (charged once)"),
+    M("p4_float32_inputs", "q1_phi_p4", "q1-p4-answer", "X = np.asarray(X, dtype=float)",
+      "X = np.asarray(X, dtype=np.float32)",
+      [P4_ID], {P4_ID: r"about 7 significant digits.*float32"}, 2,
+      "coordinates converted to float32 (the features come out float64, 7 digits right)"),
     # ------------------------------------------------------------------ q1: φ for any d
     M("general_only_d2", "q1_phi_general", "q1-general-answer",
       "    X = np.asarray(X, dtype=float)\n    n, d = X.shape\n    columns = []\n" + _PHI_POLY_BODY
       + "    return np.column_stack(columns)\n", _PHI_POLY_D2,
-      [G_D3], {G_D3: r"for d = 3, p = 3 your map has 10 features; the polynomial feature map has "
-                     r"C\(d \+ p, p\) = 20.*only the first two coordinates"}, 2,
+      [G_D3], {G_D3: r"for d = 3, p = 3 your map has 10 features; the polynomial feature map has 20, "
+                     r"one per monomial.*only the first two coordinates"}, 2,
       "phi_poly written for d = 2 only"),
     M("general_combinations", "q1_phi_general", "q1-general-answer", "combinations_with_replacement(",
-      "combinations(", [G_D3], {G_D3: r"d = 3, p = 3 your map has 8 features.*C\(d \+ p, p\) = 20.*missing \(e\.g\. x₁²"},
+      "combinations(", [G_D3], {G_D3: r"d = 3, p = 3 your map has 8 features.*has 20, one per monomial.*missing \(e\.g\. x₁²"},
       2, "combinations without replacement: no squares"),
     M("general_no_sqrt", "q1_phi_general", "q1-general-answer", "np.sqrt(weight) *", "weight *",
       [G_D3], {G_D3: r"multinomial coefficient itself"}, 2, "weights without the square root"),
     M("general_no_constant", "q1_phi_general", "q1-general-answer", "for total in range(p + 1):",
       "for total in range(1, p + 1):", [G_D3], {G_D3: r"19 features.*no constant feature"}, 2,
       "degree 0 left out"),
+    M("general_float32_result", "q1_phi_general", "q1-general-answer", "    return np.column_stack(columns)\n",
+      "    return np.column_stack(columns).astype(np.float32)\n",
+      [G_D3], {G_D3: r"float32 array.*7 significant digits.*float64"}, 2,
+      "features cast to float32 to save memory (charged once, not for each d)"),
+    M("general_int_array", "q1_phi_general", "q1-general-answer",
+      "            columns.append(np.sqrt(weight) * np.prod(X**a, axis=1))\n    return np.column_stack(columns)\n",
+      "            columns.append(np.sqrt(weight) * np.prod(X**a, axis=1))\n"
+      "    out = np.zeros((n, len(columns)), dtype=int)\n"
+      "    for j, column in enumerate(columns):\n"
+      "        out[:, j] = column\n"
+      "    return out\n",
+      [G_D3], {G_D3: r"integer array \(int64\).*truncated"}, 2,
+      "features written into an integer array (np.zeros(..., dtype=int))"),
     # ------------------------------------------------------------------ q2: counting
     M("count_exact_degree", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
       "return math.comb(d + p - 1, p)", [C_COUNT],
@@ -201,6 +227,24 @@ CATALOGUE: list[Mistake] = [
     M("count_float", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
       "return round(math.prod(range(d + 1, d + p + 1)) / math.factorial(p))",
       [C_H], {C_H: r"off by rounding for large values.*integer arithmetic"}, 2, "float division: rounding for large d"),
+    M("count_int64_product", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return int(np.prod(np.arange(d + 1, d + p + 1)) // math.factorial(p))",
+      [C_H], {C_H: r"int64.*wrap"}, 2, "numpy product of d + 1 … d + p: int64 overflows for large d"),
+    M("count_int64_table", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "by_degree = np.zeros(p + 1, dtype=np.int64)\n    by_degree[0] = 1\n    for _ in range(d):\n"
+      "        by_degree = np.cumsum(by_degree)\n    return int(by_degree.sum())",
+      [C_H], {C_H: r"int64.*wrap"}, 2, "a table of counts per degree in an int64 array: wraps past 9.2e18"),
+    M("count_arrangements", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return math.factorial(d + p) // math.factorial(d)",
+      [C_COUNT], {C_COUNT: r"p! times the number of monomials.*order"}, 2,
+      "(d + p)!/d!: ordered arrangements (charged once, not again for large d)"),
+    M("count_degree_below_p", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return sum(math.comb(d + k - 1, k) for k in range(p))",
+      [C_COUNT], {C_COUNT: r"degree ≤ p − 1.*degree exactly p"}, 2,
+      "sum over the degrees with range(p): degree p left out"),
+    M("cheaper_string", "q2_feature_count", "q2-answer", "return n_features(d, p) > n",
+      "return str(n_features(d, p) > n)", [C_CHEAP], {C_CHEAP: r"the string '(True|False)'.*without quotes"}, 2,
+      "str(...) around the comparison: 'True'/'False' strings"),
     M("cheaper_ge", "q2_feature_count", "q2-answer", "return n_features(d, p) > n", "return n_features(d, p) >= n",
       [C_CHEAP], {C_CHEAP: r"also when D = n.*strict"}, 2, "D ≥ n instead of D > n"),
     M("cheaper_reversed", "q2_feature_count", "q2-answer", "return n_features(d, p) > n",
@@ -230,6 +274,11 @@ CATALOGUE: list[Mistake] = [
     M("gram_alpha_sqrt_lambda", "q3_gram_pca", "q3-answer", "alphas = B / np.sqrt(n_lambda)",
       "alphas = B / np.sqrt(n_lambda / n)", [GR_W], {GR_W: r"constant factor per column, √n"}, 2,
       "α = β/√λ: W's columns have norm √n"),
+    M("gram_covariance_route", "q3_gram_pca", "q3-answer", _GRAM_BODY,
+      "    vals, vecs = np.linalg.eigh(Xc.T @ Xc / n)\n    order = np.argsort(vals)[::-1][:n_components]\n"
+      "    return vals[order], vecs[:, order]\n", [GR_H],
+      {GR_H: r"d = 2500 features gram_pca allocated [\d.]+ MB, as much as a d×d matrix"}, 2,
+      "the d×d covariance instead of the Gram matrix (right values; fails d ≫ n)"),
     # ------------------------------------------------------------------ q4: centring
     M("center_no_grand_mean", "q4_centering", "q4-answer", "K.mean(axis=1)[:, None] + K.mean()\n",
       "K.mean(axis=1)[:, None]\n", [CE_T], {CE_T: r"grand mean of the training K is not added back"}, 2,
@@ -259,7 +308,22 @@ CATALOGUE: list[Mistake] = [
       "center_new: the new rows' means taken along the wrong axis"),
     M("center_new_squeeze", "q4_centering", "q4-answer", _CENTER_NEW, f"return np.squeeze({_CENTER_NEW[7:]})",
       [CE_H], {CE_H: r"should be a 2-D array; got 1-D"}, 2, "squeeze(): one new point gives 1-D"),
+    M("center_new_library", "q4_centering", "q4-answer", _CENTER_NEW,
+      "from kpca_lib.centering import center_test_kernel\n    return center_test_kernel(K_new, K)", [CE_N, CE_H],
+      {CE_N: r"center_new calls kpca_lib\.centering\.center_test_kernel, which this question asks you to write",
+       CE_H: r"as reported in the check"}, 1, "center_new through the library (forbidden): its checks fail"),
+    OK("ok_center_matrix_form", "q4_centering", "q4-answer", _CENTER,
+       "H = np.eye(len(K)) - 1.0 / len(K)\n    return H @ K @ H",
+       "center as H K H with the centring matrix H = I − 1/n"),
     # ------------------------------------------------------------------ q5: kernel PCA projections
+    M("kpca_sklearn", "q5_kpca_projection", "q5-answer", "return center(K) @ _alphas(K, n_components)",
+      "from sklearn.decomposition import KernelPCA\n    return KernelPCA(n_components, kernel='precomputed', "
+      "eigen_solver='dense').fit_transform(K)", [KP_T],
+      {KP_T: r"kpca_project calls sklearn\.decomposition\.KernelPCA, which this question asks you to write"}, 2,
+      "kpca_project through scikit-learn's KernelPCA (forbidden)"),
+    M("kpca_rows", "q5_kpca_projection", "q5-answer", "return center(K) @ _alphas(K, n_components)",
+      "return (center(K) @ _alphas(K, n_components)).T", [KP_T],
+      {KP_T: r"the transpose of the expected \(30, 3\)"}, 2, "training projections returned as rows (transposed)"),
     M("kpca_uncentred_train", "q5_kpca_projection", "q5-answer", "return center(K) @ _alphas(K, n_components)",
       "return K @ _alphas(K, n_components)", [KP_T],
       {KP_T: r"shifted by a constant.*kernel matrix was not centred"}, 2, "training projections with the uncentred K"),
@@ -316,6 +380,35 @@ CATALOGUE: list[Mistake] = [
       '"b": False, "c": False, "d": False, "e": True,', [M_E, M_H],
       {M_E: r"'b' as not a kernel", M_H: r"you call 'e' .*not even symmetric"}, 1,
       "b and e swapped: two slips, two charges"),
+    M("mercer_verdict_strings", "q6_mercer", "q6-answer", _MERCER_VERDICTS,
+      'is_kernel = {"a": "True", "b": "True", "c": "False", "d": "False", "e": "False", "f": "True"}',
+      [M_C], {M_C: r"is_kernel\['a'\] is the string 'True', not the boolean True: write True or False "
+                   r"without quotes.*With that put right, the check passes"}, 4,
+      "verdicts as the strings 'True'/'False' (one form slip, charged once)"),
+    M("mercer_keys_upper_case", "q6_mercer", "q6-answer", _MERCER_HEAD + _MERCER_POINTS,
+      'is_kernel = {"A": True, "B": True, "C": False, "D": False, "E": False, "F": True}\n'
+      "counterexamples = {\n" + _MERCER_POINTS.replace('"c"', '"C"').replace('"d"', '"D"').replace('"e"', '"E"'),
+      [M_C], {M_C: r"is_kernel uses the keys 'A', 'B'.*names them 'a', 'b'"}, 4,
+      "candidates keyed 'A'–'F' in both dicts (one form slip, charged once)"),
+    M("mercer_points_as_columns", "q6_mercer", "q6-answer",
+      '"e": np.array([[1.0, 0.0], [0.0, 1.0]]),', '"e": np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 0.5]]),',
+      [M_E], {M_E: r"counterexamples\[.?e.?\] has shape \(2, 3\), the transpose of the expected \(any, 2\)"}, 3,
+      "three points given as the columns of a (2, 3) array"),
+    M("mercer_point_flat", "q6_mercer", "q6-answer", '"d": np.array([[0.0, 0.0]]),', '"d": np.array([0.0, 0.0]),',
+      [M_E], {M_E: r"counterexamples\['d'\] is a flat pair of shape \(2,\).*\(m, 2\)"}, 3,
+      "one point as a flat pair (2,) instead of (1, 2)"),
+    M("mercer_verdict_none", "q6_mercer", "q6-answer", '"f": True}', '"f": None}',
+      [M_C], {M_C: r"is_kernel\['f'\] should be True or False; got NoneType"}, 4,
+      "one verdict left as None (the others are judged)"),
+    M("mercer_verdict_numbers", "q6_mercer", "q6-answer", _MERCER_VERDICTS,
+      'is_kernel = {"a": 1, "b": 1, "c": 0, "d": 0, "e": 0, "f": 1}',
+      [M_C], {M_C: r"is_kernel\['a'\] is the number 1, not a boolean: write True or False"}, 4,
+      "verdicts written 1/0 (one form slip, charged once)"),
+    M("mercer_integer_point_repeated", "q6_mercer", "q6-answer", '"c": np.array([[0.0, 0.0], [1.0, 0.0]]),',
+      '"c": np.array([[2, 1], [2, 1]]),', [M_E],
+      {M_E: r"counterexamples\['c'\]: on your 2 points the kernel matrix of ‖x − y‖² is symmetric and positive "
+            r"semi-definite.*either the points or the verdict"}, 3,
+      "one point twice, in an integer array (the integers are fine: no hint about them)"),
     # ------------------------------------------------------------------ q7, q8: widgets
     M("sigma_too_large", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 1.0",
       [S_SEP], {S_SEP: r"not separated; only smaller σ separate them"}, 0, "σ right of the window"),
@@ -328,8 +421,33 @@ CATALOGUE: list[Mistake] = [
     M("r_one_too_many", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 16",
       [R_SMALL], {R_SMALL: r"with r − 1 = 15 the error is"}, 1, "r one too large"),
     M("r_one_too_few", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 14",
-      [R_BELOW, R_SMALL], {R_BELOW: r"not below the target", R_SMALL: r"does not reach the target"}, 0,
-      "r one too small"),
+      [R_BELOW], {R_BELOW: r"r = 14 eigenfaces the relative error is 17\.8%, just above the target 17\.5%: the "
+                           r"answer is the first r whose error is below the target"}, 2,
+      "r one too small: the last r above the target (smallest_r: the same slip, counted once)"),
+    M("sigma_as_gamma", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 12.5",
+      [S_SEP], {S_SEP: r"read as γ = 1/\(2σ²\) it is σ = 1/√\(2γ\) = 0\.2, which does: this looks like γ"}, 0,
+      "γ = 1/(2σ²) of a separating σ, outside the slider"),
+    M("sigma_as_gamma_on_slider", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 9.5",
+      [S_SEP], {S_SEP: r"answer_sigma = 9\.5 does not separate.*σ = 1/√\(2γ\) = 0\.229.*looks like γ"}, 0,
+      "γ of a separating σ, a value the slider also has"),
+    M("sigma_as_variance", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 0.045",
+      [S_SEP], {S_SEP: r"read as σ² it is σ = √\(σ²\) = 0\.212.*looks like σ², not σ"}, 0, "σ² for σ"),
+    M("sigma_decimal_comma", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 0,21",
+      [S_SEP], {S_SEP: r"answer_sigma is the pair \(0, 21\), not one number.*decimal point"}, 0,
+      "decimal comma: answer_sigma = 0,21 is a tuple"),
+    M("sigma_string", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = '0.2'",
+      [S_SEP], {S_SEP: r"answer_sigma is the string '0\.2', not a number.*With that put right, the check passes"},
+      0, "σ pasted in quotes (a form slip; the question has one check)"),
+    M("r_string", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", 'answer_r = "15"',
+      [R_BELOW], {R_BELOW: r"answer_r is the string '15', not a number"}, 2,
+      "r pasted in quotes (one form slip, charged once)"),
+    M("r_slider_default", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 5",
+      [R_BELOW, R_SMALL], {R_BELOW: r"relative error is 18\.5%, not below the target 17\.5%",
+                           R_SMALL: r"does not reach the target"},
+      0, "the slider's starting value r = 5 (far from the target: not a slip)"),
+    M("r_fraction", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 15.5",
+      [R_BELOW, R_SMALL], {R_BELOW: r"should be an integer; got 15\.5", R_SMALL: r"as reported in"}, 0,
+      "r = 15.5: no number of eigenfaces (reported once, nothing checked)"),
     # ------------------------------------------------------------------ right, written differently
     OK("ok_phi3_permuted", "q1_phi_p3", "q1-p3-answer", _P3_COLUMNS,
        "        x2**3, s3 * x1 * x2**2, s3 * x1**2 * x2, x1**3,\n        s3 * x2**2, s6 * x1 * x2, s3 * x1**2,\n"
@@ -339,6 +457,22 @@ CATALOGUE: list[Mistake] = [
        "φ built from itertools.product"),
     OK("ok_count_falling_factorial", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
        "return math.prod(range(d + 1, d + p + 1)) // math.factorial(p)", "exact integer product formula"),
+    OK("ok_count_int_loop", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+       "count = 1\n    for k in range(1, p + 1):\n        count = count * (d + k) // k\n    return count",
+       "a loop of exact Python-int steps"),
+    OK("ok_phi_poly_constant_column", "q1_phi_general", "q1-general-answer",
+       "    X = np.asarray(X, dtype=float)\n    n, d = X.shape\n    columns = []\n" + _PHI_POLY_BODY
+       + "    return np.column_stack(columns)\n",
+       "    Z = np.hstack([np.ones((len(X), 1)), np.asarray(X, dtype=float)])\n    columns = []\n"
+       "    for combo in itertools.combinations_with_replacement(range(Z.shape[1]), p):\n"
+       "        counts = np.bincount(np.asarray(combo, dtype=int), minlength=Z.shape[1])\n"
+       "        weight = math.factorial(p) / math.prod(math.factorial(int(c)) for c in counts)\n"
+       "        columns.append(np.sqrt(weight) * np.prod(Z[:, list(combo)], axis=1))\n"
+       "    return np.column_stack(columns)\n",
+       "φ from p factors among (1, x₁, …, x_d): the constant as a column"),
+    OK("ok_phi4_binomial_weights", "q1_phi_p4", "q1-p4-answer",
+       "weight = math.factorial(4) / (math.factorial(a0) * math.factorial(a1) * math.factorial(a2))",
+       "weight = math.comb(4, a1) * math.comb(4 - a1, a2)", "multinomial weights as a product of binomials"),
     OK("ok_gram_svd", "q3_gram_pca", "q3-answer", _GRAM_BODY,
        "    _, S, Vt = np.linalg.svd(Xc, full_matrices=False)\n"
        "    return S[:n_components] ** 2 / n, Vt[:n_components].T\n", "SVD of Xc instead of eigh"),
@@ -357,6 +491,17 @@ CATALOGUE: list[Mistake] = [
        '"d": np.array([[0.1, -0.2], [3.0, 1.0]]),', "other counterexample points"),
     OK("ok_sigma_other", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 0.19",
        "another σ in the window"),
+    OK("ok_mercer_zip_and_lists", "q6_mercer", "q6-answer", _MERCER_HEAD + _MERCER_POINTS,
+       'is_kernel = dict(zip("abcdef", [True, True, False, False, False, True]))\n'
+       'counterexamples = {\n    "c": [[0, 0], [2, 1]],\n    "d": [(0.5, -0.5)],\n    "e": [[3, 1], [1, 3]],\n',
+       "verdicts from zip, points as lists of integer lists and of tuples"),
+    OK("ok_mercer_numpy_bools", "q6_mercer", "q6-answer", _MERCER_VERDICTS,
+       'is_kernel = {name: np.bool_(name in "abf") for name in "abcdef"}', "np.bool_ verdicts from a comprehension"),
+    OK("ok_sigma_expression", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 1 / 5",
+       "σ written as 1 / 5"),
+    OK("ok_r_float", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 15.0", "r as the float 15.0"),
+    OK("ok_r_numpy_int", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = np.int64(15)",
+       "r as a numpy integer"),
 ]
 
 

@@ -190,21 +190,23 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
     cells.append(p3)  # moved to the end
     good_p4.id = "copied-by-jupyterlab"  # a pasted copy keeps metadata, gets a new id
     cells.insert(0, copy.deepcopy(bad_p4))  # same id twice, as hand-edited JSON can have
-    cells.append(good_p4)  # the last copy wins
-    save("moved_and_duplicated", nb, "graded", 12, full)
+    cells.append(good_p4)  # after the check cell: as in Restart & Run All, too late for the check
+    # Graded as the student's Run All runs it: phi_3 and the good phi_4 come after their check
+    # cells, so those checks (in the notebook too) see no answer.
+    save("moved_and_duplicated", nb, "graded", 6, {**full, "q1_phi_p3": 0, "q1_phi_p4": 0})
 
     nb = student_copy()
     dup = copy.deepcopy(cell(nb, "q2-answer"))
     dup.id = "another-id"
     dup.source = "def n_features(d, p):\n    return 0\n\ndef kernel_cheaper(d, p, n):\n    return False\n"
-    nb.cells.append(dup)  # last copy is wrong
-    save("duplicated_last_wrong", nb, "graded", 9, {**full, "q2_feature_count": 0})
+    nb.cells.append(dup)  # a wrong copy after the check cell: the check saw the right one
+    save("duplicated_last_wrong", nb, "graded", 12, full)
 
     nb = student_copy()
     c = cell(nb, "q1-general-answer")
     c.id = "renamed-cell"
-    c.metadata = {}  # id and metadata gone: the answer cannot be found
-    save("renamed_cell", nb, "graded", 9, {**full, "q1_phi_general": 0})
+    c.metadata = {}  # id and metadata gone: it still runs, in its place, as the student ran it
+    save("renamed_cell", nb, "graded", 12, full)
 
     nb = student_copy()
     nb.cells = [c for c in nb.cells if c.id != "q2-answer"]

@@ -88,11 +88,18 @@ def _multinomial(a: Sequence[int], p: int) -> int:
 
 def identify_monomials(P: np.ndarray, X: np.ndarray, p: int) -> list[tuple[tuple[int, ...], float] | None]:
     """For each column of ``P``: ``(a, s)`` if it is ``s·x^a`` on the rows of ``X`` (|a| ≤ p), else ``None``."""
+    return [None if f is None else f[:2] for f in _monomial_fits(P, X, p, 1e-7)]
+
+
+def _monomial_fits(P: np.ndarray, X: np.ndarray, p: int,
+                   tol: float) -> list[tuple[tuple[int, ...], float, float] | None]:
+    """For each column of ``P``: ``(a, s, r)`` if it is ``s·x^a`` up to a relative residual
+    ``r < tol`` on the rows of ``X`` (|a| ≤ p), else ``None``."""
     n, d = X.shape
     if d > 8 or not np.all(np.isfinite(P)):
         return [None] * P.shape[1]
     monos = {a: np.prod(X ** np.asarray(a, dtype=float), axis=1) for a in _exponents(d, p)}
-    out: list[tuple[tuple[int, ...], float] | None] = []
+    out: list[tuple[tuple[int, ...], float, float] | None] = []
     for j in range(P.shape[1]):
         c = P[:, j]
         norm_c = float(np.linalg.norm(c))
@@ -101,9 +108,9 @@ def identify_monomials(P: np.ndarray, X: np.ndarray, p: int) -> list[tuple[tuple
             for a, m in monos.items():
                 s = float(m @ c) / float(m @ m)
                 res = float(np.linalg.norm(c - s * m)) / norm_c
-                if res < 1e-7 and (best is None or res < best[0]):
+                if res < tol and (best is None or res < best[0]):
                     best = (res, a, s)
-        out.append(None if best is None else (best[1], best[2]))
+        out.append(None if best is None else (best[1], best[2], best[0]))
     return out
 
 
@@ -201,25 +208,35 @@ def _relative_error(A: np.ndarray, B: np.ndarray) -> float:
 
 def _low_precision(PX: np.ndarray, PY: np.ndarray, X: np.ndarray, Y: np.ndarray, p: int,
                    label: str) -> Slip | None:
-    """φ(x)ᵀφ(y) = (xᵀy + 1)^p only to single or half precision (a float32 step), or exactly for
-    the coordinates truncated to whole numbers (an integer array on the way)."""
-    G = PX @ PY.T
-    if not np.all(np.isfinite(G)):
-        return None
-    err = _relative_error(G, (X @ Y.T + 1.0) ** p)
-    if err <= 1e-5:
-        return Slip("precision", (
-            f"{label}(x)ᵀ{label}(y) agrees with (xᵀy + 1)^{p} to about 7 significant digits only "
-            f"(relative error {err:.1e}), the precision of float32, not float64's 16: a step of your "
-            "map computes in single precision (a float32 array, or .astype(np.float32)). Compute in "
-            "float64, NumPy's default."))
-    if err <= 1e-2:
-        return Slip("precision", (
-            f"{label}(x)ᵀ{label}(y) agrees with (xᵀy + 1)^{p} to about 3 significant digits only "
-            f"(relative error {err:.1e}), the precision of float16: a step of your map computes in "
-            "half precision. Compute in float64, NumPy's default."))
+    """The right map to a few digits only: each feature the right monomial with the right coefficient
+    up to rounding noise (a float32 or float16 step), or with coefficients written to a few decimals;
+    or the map of the coordinates truncated to whole numbers (an integer array on the way)."""
+    d = X.shape[1]
+    fits = _monomial_fits(np.vstack([PX, PY]), np.vstack([X, Y]), p, 1e-2)
+    exps = [f[0] for f in fits if f is not None]
+    if len(exps) == len(fits) == math.comb(d + p, p) and len(set(exps)) == len(exps):
+        coef = max(abs(abs(f[1]) / math.sqrt(_multinomial(f[0], p)) - 1.0) for f in fits if f is not None)
+        noise = max(f[2] for f in fits if f is not None)
+        G = PX @ PY.T
+        err = _relative_error(G, (X @ Y.T + 1.0) ** p)
+        level = max(coef, noise)
+        if level <= 1e-2 and noise > 1e-12:
+            digits, kind = ("7", "float32 (single precision)") if level <= 1e-5 else ("3", "float16 (half precision)")
+            return Slip("precision", (
+                f"{label}(x)ᵀ{label}(y) agrees with (xᵀy + 1)^{p} to about {digits} significant digits only "
+                f"(relative error {err:.1e}): your features are the right monomials with the right "
+                f"coefficients, but rounded as {kind} rounds, not to float64's 16 digits. A step of your map "
+                "computes in low precision (a float32 or float16 array, or .astype(np.float32)): compute "
+                "in float64, NumPy's default."))
+        if level <= 1e-2:
+            shown = max(1, int(-math.log10(max(coef, 1e-16))))
+            return Slip("coefficients-rounded", (
+                f"{label}(x)ᵀ{label}(y) agrees with (xᵀy + 1)^{p} to about {shown} significant digits only "
+                f"(relative error {err:.1e}): your features are the right monomials, but their coefficients "
+                "are right to a few digits only (a square root written out as a decimal?). Compute each "
+                "coefficient exactly, as the square root of the multinomial coefficient (np.sqrt or math.sqrt)."))
     Xt, Yt = np.trunc(X), np.trunc(Y)
-    if _relative_error(G, (Xt @ Yt.T + 1.0) ** p) <= 1e-9:
+    if _relative_error(PX @ PY.T, (Xt @ Yt.T + 1.0) ** p) <= 1e-9:
         return Slip("integer-inputs", (
             f"{label}(x)ᵀ{label}(y) is (xᵀy + 1)^{p} for the coordinates truncated to whole numbers: "
             "your map converts x to integers (an integer dtype, or an integer array the coordinates "
@@ -288,10 +305,10 @@ def _int64_count(g: int, d: int, p: int) -> bool:
 
 
 _INT64_MESSAGE = (
-    "your n_features is right for small d, but for large d it is what int64 arithmetic gives: NumPy "
-    "integers (np.prod, np.arange, an int64 array) hold at most 9.2e18 and wrap around past it, "
-    "without an error. Keep the count in Python ints (exact integer arithmetic, no NumPy integers), "
-    "which never overflow.")
+    "your n_features gives what int64 arithmetic gives: NumPy integers (np.prod, np.arange, an int64 "
+    "array) hold at most 9.2e18 and wrap around past it, without an error, and the count (or a product "
+    "on the way to it) is larger for large d. Keep the count in Python ints (exact integer "
+    "arithmetic, no NumPy integers), which never overflow.")
 
 
 def diagnose_count(got: Sequence[int], cases: Sequence[tuple[int, int]]) -> Slip | None:

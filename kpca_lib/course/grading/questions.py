@@ -67,6 +67,7 @@ from .plain import (
 __all__ = [
     "call_with",
     "own_break_even",
+    "cheaper_triples",
     "Check",
     "Question",
     "call",
@@ -417,6 +418,34 @@ def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname
     )
 
 
+def phi_large_and_one(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str) -> str:
+    """Hidden: ``fname`` accepts a single point (one row back) and is exact for large coordinates.
+    A slip the public identity check found is counted there (the same cause); so is an overflow of a
+    map the public check found computing in low precision."""
+    one = as_array(answers["phi_one"], f"{fname}(X) for one point")
+    if one.ndim != 2 or 1 not in one.shape:
+        raise CheckError(
+            f"for a single point (an array of shape (1, 2)) {fname} returned shape {one.shape}; it "
+            "should return one row, shape (1, D): avoid squeeze, ravel or indexing that drops the axis "
+            "of the points."
+        )
+    phi_rows(answers["phi_one"], fname, inputs["X_one"])  # one column: the features as rows (noted)
+    X = np.asarray(inputs["X_big"])
+    try:
+        big = phi_slip(answers, X, X, p, "phi_big", "phi_big", fname, tol=1e-9)
+    except CheckError:
+        try:
+            public = phi_slip(answers, inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
+        except CheckError:
+            public = None
+        if public is not None and public.code == "precision":
+            raise CheckError(public.message, cause=public) from None
+        raise
+    if big is not None:
+        raise CheckError(big.message, cause=big if big.recognised else None)
+    return "exact for large coordinates and for a single point"
+
+
 # --------------------------------------------------------------------------- q1c: general d
 def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return _check_phi_identity(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)",
@@ -464,6 +493,17 @@ def general_one_feature(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 CHEAPER_OFFSETS = (-2, -1, 0, 0, 1, 1, 2, -1)
 
 
+def cheaper_triples(rng: np.random.Generator) -> list[list[int]]:
+    """Eight cases (d, p, n) of ``kernel_cheaper`` around the break-even point n = D (drawn here, not
+    in the question cell, whose code would state the count, question 2's answer)."""
+    triples = []
+    offsets = rng.permutation(CHEAPER_OFFSETS)
+    for d, p, off in zip(rng.integers(1, 30, size=8), rng.integers(1, 6, size=8), offsets, strict=True):
+        D = math.comb(int(d + p), int(p))
+        triples.append([int(d), int(p), int(max(1, D + int(off)))])
+    return triples
+
+
 def own_break_even(ns: Mapping[str, Any], d: int, p: int) -> Any:
     """``[D, kernel_cheaper(d, p, D − 1), kernel_cheaper(d, p, D)]`` with D the student's own
     ``n_features(d, p)``: kernel_cheaper's rule judged at the student's own break-even point."""
@@ -502,7 +542,28 @@ def count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
         f"variable{'s' if d > 1 else ''}"
         + (f": {slip.message}" if slip.recognised else
            ". Hint: check small cases by hand (d = 2, p = 2 gives the lecture's 6 features) and compare "
-           "with your explicit φ from question 1.")
+           "with your explicit φ from question 1."),
+        cause=slip if slip.recognised else None,
+    )
+
+
+def count_large_d(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """Hidden: ``n_features`` on the large-d cases the hidden check draws (``inputs["big"]``). A slip
+    the public check found on small cases too is counted there (the same cause)."""
+    slip = count_slip(answers, inputs, key="big", cases="big", label="n_features for large d")
+    if slip is None:
+        return f"exact for large d ({len(inputs['big'])} cases with counts past 2**53)"
+    if slip.recognised:
+        raise CheckError(f"for large d, {slip.message}", cause=slip)
+    try:
+        small = count_slip(answers, inputs)
+    except CheckError:
+        small = Slip("", "")
+    raise CheckError(
+        "for large d your n_features is not the exact count"
+        + (" either." if small is not None else
+           ", though it is right on the small cases of the public check: a step of it breaks only for "
+           "large numbers. Keep the count an exact Python int all the way (no float, no NumPy integer).")
     )
 
 
@@ -612,13 +673,13 @@ def compare_gram(answers: dict[str, Any], inputs: dict[str, Any], i: str, what: 
     shape = f" (X of shape {X.shape})"
     if what == "eigenvalues":
         if ev_slip is not None:
-            raise CheckError(ev_slip.message + shape)
+            raise CheckError(ev_slip.message + shape, cause=ev_slip)
         return f"eigenvalues agree with the covariance route{shape}."
     try:
         return counted_once(w_slip, [("the eigenvalue check", ev_slip)],
                             f"directions agree with the covariance eigenvectors up to sign{shape}.")
     except CheckError as exc:
-        raise CheckError(str(exc) + shape) from None
+        raise CheckError(str(exc) + shape, cause=exc.cause) from None
 
 
 def gram_eigenvalues(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
@@ -833,9 +894,9 @@ def mercer_verdicts(answers: dict[str, Any]) -> tuple[dict[str, bool], list[str]
     the first verdict that cannot be read (``None``: all could).
 
     Every check of the Mercer question reads the verdicts here: keys spelled differently ("A" for
-    "a") and the strings "True"/"False" are read as meant and noted as one form slip each (charged
-    once per question); a value that is not a verdict at all (``None``, ``1``, ``"yes"``) is an
-    error of type that every check needing it reports."""
+    "a"), the strings "True"/"False" or "yes"/"no" and the numbers 1/0 are read as meant and noted
+    as one form slip each (charged once per question); a value that is not a verdict at all
+    (``None``, ``2``, ``"maybe"``) is an error of type that every check needing it reports."""
     names = tuple(mercer_candidates())
     given = as_map(answers["is_kernel"], "is_kernel", keys=names)
     read: dict[str, bool] = {}
@@ -843,17 +904,35 @@ def mercer_verdicts(answers: dict[str, Any]) -> tuple[dict[str, bool], list[str]
     for name in names:
         if name in given:
             try:
-                read[name] = as_bool(given[name], f"is_kernel[{name!r}]")
+                read[name] = as_bool(_verdict_word(given[name], f"is_kernel[{name!r}]"), f"is_kernel[{name!r}]")
             except CheckError as exc:
                 error = error or exc
     return read, [n for n in names if n not in given], error
+
+
+_VERDICT_WORDS = {"yes": True, "no": False}
+
+
+def _verdict_word(value: Any, name: str) -> Any:
+    """A verdict written 1/0 or "yes"/"no", read as True/False and noted as a form slip."""
+    if type(value) is int and value in (0, 1):
+        note(Slip("form-bool-number", (
+            f"{name} is the number {value}, not a boolean: write True or False (1 and 0 are "
+            "numbers that only behave like them)."), charge="form"))
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _VERDICT_WORDS:
+        note(Slip("form-bool-word", (
+            f"{name} is the string {value!r}: write the verdict as True or False, without quotes "
+            "(any non-empty string, even 'no', counts as true in an if)."), charge="form"))
+        return _VERDICT_WORDS[value.strip().lower()]
+    return value
 
 
 def _missing_verdicts(answers: dict[str, Any], missing: list[str]) -> CheckError:
     names = tuple(mercer_candidates())
     given = answers["is_kernel"] if isinstance(answers["is_kernel"], dict) else {}
     other = [k for k in given if k.strip().strip("'\"").strip().casefold() not in names]
-    message = (f"is_kernel has no verdict for {', '.join(repr(n) for n in missing)}"
+    message = (f"is_kernel has no verdict for {', '.join(missing)}"
                + (f" (its keys {', '.join(repr(k) for k in other[:6])} name no candidate: the keys are "
                   f"{', '.join(repr(n) for n in names)})" if other else "")
                + "; give True or False for each candidate.")
@@ -897,7 +976,10 @@ def mercer_called_kernels(answers: dict[str, Any]) -> list[str]:
 
 def _as_points(points: Any, name: str) -> np.ndarray:
     """Counterexample points as an array of shape (m, 2): one point given as a flat pair, or the
-    points given as columns, is read as meant and noted as a form slip."""
+    points given as columns, is read as meant and noted as a form slip. The points are data, not
+    a computed result: their dtype (integer coordinates are fine) explains nothing."""
+    if isinstance(points, np.ndarray):
+        points = np.asarray(points)  # drops what the kernel's array was (AnswerArray's traits)
     P = as_array(points, name)
     if P.shape == (2,):
         note(Slip("form-one-point", (
@@ -1092,11 +1174,17 @@ def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
     """answer_r and its relative reconstruction error (range checked)."""
     from ...analysis import reconstruction_errors
 
-    r = as_int(_number_string(answers["r"], "answer_r"), "answer_r")
+    try:
+        r = as_int(_number_string(answers["r"], "answer_r"), "answer_r")
+    except CheckError as exc:  # no number of eigenfaces: both checks fail, reported once
+        if exc.cause is not None:
+            raise
+        raise CheckError(str(exc), cause=Slip(f"r-not-integer:{exc}", str(exc), charge="each")) from None
     pca, _, face = homework_faces()
     r_max = pca.components_.shape[0]
     if not 0 <= r <= r_max:
-        raise CheckError(f"answer_r = {r} is outside the slider's range [0, {r_max}].")
+        message = f"answer_r = {r} is outside the slider's range [0, {r_max}]."
+        raise CheckError(message, cause=Slip(f"r-off-slider:{r}", message, charge="each"))
     return r, float(reconstruction_errors(pca, face, [r])[0])
 
 
