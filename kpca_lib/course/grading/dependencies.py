@@ -16,6 +16,31 @@ __all__ = ["binds", "reads", "references"]
 #: Calls that read or write names the parser cannot see.
 _OPAQUE = frozenset({"exec", "eval", "globals", "locals", "vars", "get_ipython", "__import__",
                      "run_line_magic", "run_cell", "run_cell_magic"})
+#: ``get_ipython().<method>`` as IPython writes ``%magic`` and ``!shell`` lines.
+_SHELL_METHODS = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput"})
+#: Magics that run code the parser cannot see (another file, the history, a macro).
+_OPAQUE_MAGICS = frozenset({"run", "load", "recall", "rerun", "macro", "store", "edit", "paste", "cpaste"})
+
+
+def _magic_names(call: ast.Call) -> set[str] | None:
+    """The names a ``get_ipython().run_line_magic(...)``-style call reads (``%timeit f(x)`` reads
+    ``f`` and ``x``), or ``None`` when it may run code the parser cannot see."""
+    args = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args]
+    if not args or args[0] is None:
+        return None
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("system", "getoutput"):
+        return set()
+    if args[0] in _OPAQUE_MAGICS:
+        return None
+    names: set[str] = set()
+    for text in args[1:]:
+        if text is None:
+            return None
+        try:
+            names |= {n.id for n in ast.walk(ast.parse(text.strip() or "pass")) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            continue  # options such as `inline`: no code
+    return names
 
 
 @lru_cache(maxsize=4096)
@@ -55,10 +80,21 @@ def reads(src: str) -> set[str] | None:
     tree = _tree(src)
     if tree is None:
         return None
+    shell_calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr in _SHELL_METHODS and isinstance(n.func.value, ast.Call)
+                   and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "get_ipython"]
     out = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    if out & _OPAQUE or any(isinstance(n, ast.Attribute) and n.attr in _OPAQUE for n in ast.walk(tree)):
+    for call in shell_calls:
+        names = _magic_names(call)
+        if names is None:
+            return None
+        out |= names
+    shells = {id(c.func) for c in shell_calls}
+    uses = sum(1 for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "get_ipython")
+    if uses > len(shell_calls) or (out - {"get_ipython"}) & _OPAQUE or any(
+            isinstance(n, ast.Attribute) and n.attr in _OPAQUE and id(n) not in shells for n in ast.walk(tree)):
         return None
-    return out
+    return out - {"get_ipython"}
 
 
 def references(src: str, names: frozenset[str]) -> set[str]:

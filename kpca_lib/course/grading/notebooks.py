@@ -32,6 +32,7 @@ from typing import Any
 
 import nbformat
 
+from .dependencies import binds, reads
 from .questions import Check, Question
 from .registry import collecting
 
@@ -385,8 +386,6 @@ def grading_notebook(
 
 def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution, skip: set[int],
             done: set[str]) -> GradingNotebook:
-    from .dependencies import binds, reads
-
     n = len(entries)
     kinds = [e[0] for e in entries]
     # owners: the question whose export comes next
@@ -403,20 +402,22 @@ def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution,
         owners[i] = nxt
     # demo cells run only when a later cell reads what they bind
     live: set[str] = set()
+    opaque = False  # a later cell that cannot be analysed (exec, globals()...) keeps every demo
     widget_reads: dict[int, list[str]] = {}
     demo_binds: dict[int, set[str]] = {}
     for i in range(n - 1, -1, -1):
         kind, src = kinds[i], entries[i][2]
         if kind == "demo":
             bound = binds(src)
-            if bound is not None and not (bound & live):
+            if bound is not None and not opaque and not (bound & live):
                 kinds[i] = "unused-demo"
                 continue
             demo_binds[i] = bound or set()
         used = reads(src)
-        live |= used if used is not None else {"*"}
-        if "*" in live:  # a cell that cannot be analysed (exec, globals()...) keeps every demo
-            live |= {name for i2 in range(n) if kinds[i2] == "demo" for name in (binds(entries[i2][2]) or ())}
+        if used is None:
+            opaque = True
+        else:
+            live |= used
     for i in range(n):
         if kinds[i] in ("answer", "student"):
             names = sorted(name for j, b in demo_binds.items() if j < i for name in b

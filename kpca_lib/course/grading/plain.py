@@ -43,6 +43,7 @@ __all__ = [
     "as_map",
     "as_list",
     "orient",
+    "unanswerable",
     "MAX_ELEMENTS",
 ]
 
@@ -279,17 +280,18 @@ def decode(obj: Any, depth: int = 0, *, traits: bool = True) -> Any:
 def _value(value: Any, name: str) -> Any:
     if isinstance(value, AnswerError):
         message = f"{name}: {value.message}"
-        raise CheckError(message, cause=_each("unanswered", value.message))
+        raise CheckError(message, cause=unanswerable("unanswered", value.message))
     return value
 
 
-def _each(kind: str, message: str) -> Slip:
-    """A cause that fails every check needing the answer; one code per distinct message."""
+def unanswerable(kind: str, message: str) -> Slip:
+    """The cause of an answer that cannot be evaluated (``charge="each"``: every check that needs
+    it fails, the message is given once), with one code per distinct ``kind`` and message."""
     return Slip(f"{kind}:{zlib.crc32(message.encode()):08x}", message, charge="each")
 
 
 def _wrong_type(name: str, message: str) -> CheckError:
-    return CheckError(f"{name} {message}", cause=_each("type", f"{name} {message}"))
+    return CheckError(f"{name} {message}", cause=unanswerable("type", f"{name} {message}"))
 
 
 _LOW_PRECISION = {"float32": 7, "float16": 3, "bfloat16": 2}
@@ -342,7 +344,7 @@ def as_array(
         ndim = len(shape)
     if ndim is not None and arr.ndim != ndim:
         raise CheckError(f"{name} should be a {ndim}-D array; got {arr.ndim}-D with shape {arr.shape}.",
-                         cause=_each("ndim", f"{name} has {arr.ndim} dimensions"))
+                         cause=unanswerable("ndim", f"{name} has {arr.ndim} dimensions"))
     if shape is not None:
         arr = orient(arr, shape, name)
     if finite and not np.all(np.isfinite(arr)):
@@ -367,7 +369,7 @@ def orient(arr: np.ndarray, shape: tuple[int | None, ...], name: str, *, rows: s
             + " (transpose it with .T, or build it the other way round).").replace("'", ""), charge="form"))
         return arr.T
     raise CheckError(f"{name} should have shape {want}; got {arr.shape}.".replace("'", ""),
-                     cause=_each("shape", f"{name} has shape {arr.shape}"))
+                     cause=unanswerable("shape", f"{name} has shape {arr.shape}"))
 
 
 def as_int(value: Any, name: str) -> int:
@@ -419,7 +421,7 @@ def as_float(value: Any, name: str) -> float:
         raise CheckError(
             f"{name} is the pair ({comma.replace(',', ', ')}), not one number: in Python, {name} = {comma} "
             "makes a tuple. Write the number with a decimal point (e.g. 0.25, not 0,25).",
-            cause=_each("decimal-comma", f"{name} = {comma} is a tuple"))
+            cause=unanswerable("decimal-comma", f"{name} = {comma} is a tuple"))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _wrong_type(name, f"should be a number; got {_type_name(value)}.")
     value = float(value)

@@ -62,6 +62,7 @@ from .plain import (
     note,
     orient,
     plain_list,
+    unanswerable,
 )
 
 __all__ = [
@@ -305,7 +306,7 @@ def phi_rows(value: Any, label: str, X: np.ndarray) -> np.ndarray:
     if A.shape[0] != n:
         message = (f"{label} should return one row per point: for {n} points in R^{X.shape[1]} it "
                    f"returned shape {A.shape}. Hint: points are rows, so the result is (n_samples, D).")
-        raise CheckError(message, cause=Slip(f"phi-rows:{label}", message, charge="each"))
+        raise CheckError(message, cause=unanswerable("phi-rows", message))
     return A
 
 
@@ -350,15 +351,6 @@ def _check_phi_identity(
     return f"{label}(x)ᵀ{label}(y) = (xᵀy + 1)^{p} on {X.shape[0]}×{Y.shape[0]} random pairs (relative error {err:.1e})."
 
 
-def _differing(a: float, b: float) -> tuple[str, str]:
-    """``a`` and ``b`` with as many significant digits as it takes to tell them apart."""
-    for digits in range(6, 18):
-        sa, sb = f"{a:.{digits}g}", f"{b:.{digits}g}"
-        if sa != sb:
-            return sa, sb
-    return f"{a!r}", f"{b!r}"
-
-
 def _phi_example(answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str,
                  label: str, slip: Slip) -> str:
     """For a slip that is not recognised: one pair of (public) points where the identity fails."""
@@ -367,7 +359,7 @@ def _phi_example(answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, 
     G = phi_rows(answers[fx], label, X) @ phi_rows(answers[fy], label, Y).T
     K = _poly_kernel(X, Y, p)
     i, j = np.unravel_index(np.argmax(np.abs(G - K)), K.shape)
-    got, want = _differing(float(G[i, j]), float(K[i, j]))
+    got, want = _digits((float(G[i, j]), float(K[i, j])), "{:.{d}g}", 6, stop=18)
     return (f" E.g. for x = {np.round(X[i], 3).tolist()}, y = {np.round(Y[j], 3).tolist()}: "
             f"φ(x)ᵀφ(y) = {got} instead of {want}. Hint: expand (1 + x₁y₁ + …)^{p} "
             "with the multinomial theorem.")
@@ -936,7 +928,7 @@ def _missing_verdicts(answers: dict[str, Any], missing: list[str]) -> CheckError
                + (f" (its keys {', '.join(repr(k) for k in other[:6])} name no candidate: the keys are "
                   f"{', '.join(repr(n) for n in names)})" if other else "")
                + "; give True or False for each candidate.")
-    return CheckError(message, cause=Slip(f"mercer-missing:{','.join(missing)}", message, charge="each"))
+    return CheckError(message, cause=unanswerable("mercer-missing", message))
 
 
 def _unreadable_verdicts(answers: dict[str, Any], read: dict[str, bool], missing: list[str],
@@ -988,7 +980,7 @@ def _as_points(points: Any, name: str) -> np.ndarray:
         return P.reshape(1, 2)
     if P.ndim != 2:
         raise CheckError(f"{name} should be a 2-D array of points, shape (m, 2); got shape {P.shape}.",
-                         cause=Slip(f"points-ndim:{name}", f"{name} has shape {P.shape}", charge="each"))
+                         cause=unanswerable("points-ndim", f"{name} has shape {P.shape}"))
     if P.shape[1] != 2 and P.shape[0] == 2:
         return orient(P, (None, 2), name, rows="one row per point, its two coordinates in the columns")
     return P
@@ -1099,10 +1091,11 @@ def _number_string(value: Any, name: str) -> Any:
     return value
 
 
-def _digits(values: tuple[float, ...], fmt: str, start: int) -> list[str]:
+def _digits(values: tuple[float, ...], fmt: str, start: int, stop: int | None = None) -> list[str]:
     """``values`` formatted with ``fmt`` (``"{:.{d}%}"``, ``"{:.{d}g}"``) and the fewest digits
-    (from ``start``, at most ``start + 4``) that keep different values different."""
-    for d in range(start, start + 5):
+    (from ``start``, at most ``stop``, default ``start + 4``) that keep different values different."""
+    out: list[str] = []
+    for d in range(start, (start + 4 if stop is None else stop) + 1):
         out = [fmt.format(v, d=d) for v in values]
         if all(a != b for (i, a), (j, b) in itertools.combinations(enumerate(out), 2)
                if values[i] != values[j]):
@@ -1179,12 +1172,12 @@ def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
     except CheckError as exc:  # no number of eigenfaces: both checks fail, reported once
         if exc.cause is not None:
             raise
-        raise CheckError(str(exc), cause=Slip(f"r-not-integer:{exc}", str(exc), charge="each")) from None
+        raise CheckError(str(exc), cause=unanswerable("r-not-integer", str(exc))) from None
     pca, _, face = homework_faces()
     r_max = pca.components_.shape[0]
     if not 0 <= r <= r_max:
         message = f"answer_r = {r} is outside the slider's range [0, {r_max}]."
-        raise CheckError(message, cause=Slip(f"r-off-slider:{r}", message, charge="each"))
+        raise CheckError(message, cause=unanswerable("r-off-slider", message))
     return r, float(reconstruction_errors(pca, face, [r])[0])
 
 
