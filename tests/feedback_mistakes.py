@@ -277,7 +277,7 @@ CATALOGUE: list[Mistake] = [
     M("gram_covariance_route", "q3_gram_pca", "q3-answer", _GRAM_BODY,
       "    vals, vecs = np.linalg.eigh(Xc.T @ Xc / n)\n    order = np.argsort(vals)[::-1][:n_components]\n"
       "    return vals[order], vecs[:, order]\n", [GR_H],
-      {GR_H: r"d = 2500 features gram_pca allocated [\d.]+ MB, as much as a d×d matrix"}, 2,
+      {GR_H: r"d = 1000 features gram_pca allocated [\d.]+ MB, as much as a d×d matrix"}, 2,
       "the d×d covariance instead of the Gram matrix (right values; fails d ≫ n)"),
     # ------------------------------------------------------------------ q4: centring
     M("center_no_grand_mean", "q4_centering", "q4-answer", "K.mean(axis=1)[:, None] + K.mean()\n",

@@ -57,7 +57,8 @@ def _tree(src: str) -> ast.Module | None:
         return None
 
 
-def binds(src: str) -> set[str] | None:
+@lru_cache(maxsize=4096)
+def binds(src: str) -> frozenset[str] | None:
     """Top-level names the cell binds (assignments, ``def``, ``class``, imports, ``for``/``with``
     targets), or ``None`` when it cannot be parsed."""
     tree = _tree(src)
@@ -71,10 +72,11 @@ def binds(src: str) -> set[str] | None:
             out.add(node.id)
         elif isinstance(node, ast.alias):
             out.add((node.asname or node.name).split(".")[0])
-    return out
+    return frozenset(out)
 
 
-def reads(src: str) -> set[str] | None:
+@lru_cache(maxsize=4096)
+def reads(src: str) -> frozenset[str] | None:
     """Every name the cell mentions (read, or attribute base), or ``None`` when it cannot be
     parsed or uses something that reaches names indirectly (``exec``, ``globals()``...)."""
     tree = _tree(src)
@@ -94,7 +96,7 @@ def reads(src: str) -> set[str] | None:
     if uses > len(shell_calls) or (out - {"get_ipython"}) & _OPAQUE or any(
             isinstance(n, ast.Attribute) and n.attr in _OPAQUE and id(n) not in shells for n in ast.walk(tree)):
         return None
-    return out - {"get_ipython"}
+    return frozenset(out - {"get_ipython"})
 
 
 def references(src: str, names: frozenset[str]) -> set[str]:

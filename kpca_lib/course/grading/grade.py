@@ -235,8 +235,9 @@ def _prepare(job: _Job) -> Run:
     job.attempts += 1
     folder = job.scratch / secrets.token_hex(16)
     folder.mkdir(mode=0o700)
-    built = grading_notebook(job.solution, job.submission, PREAMBLE, skip=job.skip, done=job.done)
-    job.built = built
+    if job.built is None or job.skip or job.done:  # the first attempt runs what _start built
+        job.built = grading_notebook(job.solution, job.submission, PREAMBLE, skip=job.skip, done=job.done)
+    built = job.built
     nb = built.nb
     (folder / "submission.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     config = {
@@ -292,7 +293,7 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
 def _limit_words(message: str, job: _Job) -> str:
     """The limit a stopped cell ran into, with its value."""
     if "time limit" in message:
-        return f"{message} of {job.timeout:g} s per cell"
+        return f"it ran past the time limit of {job.timeout:g} s per cell"
     if "out of memory" in message:
         return f"{message} (the limit is {job.memory_mb} MB)"
     return message
@@ -387,9 +388,11 @@ def _score(job: _Job) -> None:
             answers = decode_payload({"__probe__": {"__error__": reason}})
         results = run_checks(question, answers, job.inputs.get(qid, {}), hidden)
         if qid in job.zeroed:  # ran out of time or memory: the question scores 0, as said
+            why = job.failures.get(qid, "it did not finish")
             results = [CheckResult(r.id, r.question, r.description, r.points, False,
-                                   job.failures.get(qid, "it did not finish"), r.hidden)
-                       for r in results]
+                                   why if k == 0 else "(the same stop as above: nothing could be checked)",
+                                   r.hidden)
+                       for k, r in enumerate(results)]
         row.checks.extend(results)
         row.questions[qid] = float(sum(r.score for r in results))
 
@@ -483,7 +486,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
                 if status != "graded":
                     inside = cell is not None and cell < len(built.owners)
                     qid = built.owners[cell] if inside else None
-                    where = built.labels[cell] if inside else "the notebook"
+                    where = _md(built.labels[cell]) if inside else "the notebook"
                     message = _limit_words(message, job)
                     if job.row.status == "graded":
                         job.row.status = status
@@ -923,7 +926,7 @@ def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work:
                             "is this the right notebook?")
         return None
     row.messages.extend(notes)
-    built = grading_notebook(solution, nb, "")
+    built = grading_notebook(solution, nb, PREAMBLE)
     written = [c.source for c, kind in zip(built.nb.cells, built.kinds, strict=True)
                if kind in ("answer", "student")]
     inputs = {}
@@ -933,4 +936,4 @@ def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work:
                                   solution.hidden.get(qid, ()))
     scratch = work / f"s{i:04d}"
     scratch.mkdir(mode=0o700)
-    return _Job(row, solution, nb, inputs, scratch, os.urandom(32))
+    return _Job(row, solution, nb, inputs, scratch, os.urandom(32), built=built)

@@ -439,7 +439,8 @@ def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution,
             src = SKIPPED.format(why="a second copy of a check cell")
         elif kind == "export" and qid in done:
             src = SKIPPED.format(why=f"{qid} is graded already")
-        cells.append(nbformat.v4.new_code_cell(src, id=f"g{i:04d}"))
+        cells.append(nbformat.from_dict({"cell_type": "code", "id": f"g{i:04d}", "metadata": {},
+                                         "source": src, "outputs": [], "execution_count": None}))
     nb.cells = cells
     return GradingNotebook(nb, owners, kinds, [e[3] for e in entries], exports, widget_reads)
 
