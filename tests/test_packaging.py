@@ -44,8 +44,9 @@ def _lock() -> dict[str, Version]:
 def test_environment_yml_lists_the_same_packages():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     names = {}
-    for dep in env["dependencies"]:
-        if isinstance(dep, str):
+    pip = [d for dep in env["dependencies"] if isinstance(dep, dict) for d in dep.get("pip", [])]
+    for dep in [*env["dependencies"], *pip]:  # conda packages, then those only on PyPI
+        if isinstance(dep, str) and not dep.startswith("-"):  # not `-e .`
             name = re.split(r"[<>=! ]", dep, maxsplit=1)[0]
             if name not in {"python", "pip"}:
                 names[canonicalize_name(name)] = dep
