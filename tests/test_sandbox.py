@@ -252,7 +252,9 @@ def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp
     assert "out of memory" in " ".join(rows["bomb"].messages)
     assert (rows["enospc"].status, rows["enospc"].score) == ("crashed", 0.0)
     assert "No space left" in " ".join(rows["enospc"].messages)
-    assert sorted(calls) == [("bomb", "crashed", 9.0), ("enospc", "crashed", 0.0), ("honest", "graded", 12.0)]
+    # The canary (the instructor's solution, graded first under the same limits) and every job.
+    assert sorted(calls) == [("bomb", "crashed", 9.0), ("enospc", "crashed", 0.0), ("honest", "graded", 12.0),
+                             ("the instructor's solution", "graded", 12.0)]
 
 
 def test_stale_cgroups_of_a_killed_grader_are_removed_and_live_ones_kept():
@@ -274,3 +276,91 @@ def test_stale_cgroups_of_a_killed_grader_are_removed_and_live_ones_kept():
         proc.wait()
         sb.destroy_cgroups(live)
     assert not any(Path(p).exists() for p in live.values())
+
+
+# --------------------------------------------------------------------------- cgroup v2 (a fake tree)
+# This machine mounts cgroup v1 for memory and pids, so v2 delegation is tested on a fake
+# cgroup tree: the files the kernel would show, and what the grader writes into them.
+def _fake_v2(tmp_path, monkeypatch, procs):
+    own = tmp_path / "grader"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (own / "cgroup.subtree_control").write_text("\n")
+    (own / "cgroup.procs").write_text("".join(f"{p}\n" for p in procs))
+    monkeypatch.setattr(sb, "CGROUP_FS", tmp_path)
+    monkeypatch.setattr(sb, "_own_cgroups", lambda: {"unified": "/grader"})
+    monkeypatch.delenv("KPCA_SANDBOX_NO_CGROUPS", raising=False)
+    monkeypatch.setattr(sb, "_ROOTS", {})
+    return own
+
+
+def test_cgroup_v2_delegated_subtree_moves_the_grader_into_a_leaf(tmp_path, monkeypatch):
+    own = _fake_v2(tmp_path, monkeypatch, [os.getpid()])
+    roots = sb.cgroup_roots()
+    assert roots == {"memory": own, "pids": own}
+    leader = own / f"{sb.LEADER}{os.getpid()}"
+    assert (leader / "cgroup.procs").read_text() == str(os.getpid())
+    assert (own / "cgroup.subtree_control").read_text().split() == ["+memory", "+pids"]
+    made = sb.create_cgroups("kpca-x", sb.Limits.for_memory(1024))
+    assert made == {"memory": str(own / "kpca-x"), "pids": str(own / "kpca-x")}
+    assert (own / "kpca-x" / "memory.max").read_text() == str(1024 * 1024 * 1024)
+    assert (own / "kpca-x" / "memory.swap.max").read_text() == "0"
+    assert (own / "kpca-x" / "pids.max").read_text() == "64"
+    (own / "kpca-x" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert sb.cgroup_facts(made)["oom_kills"] == 1 and sb.cgroup_facts(made)["memory_hits"] == 3
+    # A worker started from the leaf finds the same parent, not a leaf of its own.
+    monkeypatch.setattr(sb, "_ROOTS", {})
+    monkeypatch.setattr(sb, "_own_cgroups", lambda: {"unified": f"/grader/{leader.name}"})
+    assert sb.cgroup_roots() == {"memory": own, "pids": own}
+
+
+def test_cgroup_v2_shared_cgroup_is_left_alone(tmp_path, monkeypatch):
+    """Another process in our cgroup: v2 cannot enable controllers there; nothing changes
+    and the grader falls back to per-process limits."""
+    own = _fake_v2(tmp_path, monkeypatch, [1, os.getpid()])
+    assert sb.cgroup_roots() == {}
+    assert (own / "cgroup.subtree_control").read_text() == "\n"
+    assert not list(own.glob(f"{sb.LEADER}*"))
+
+
+def test_a_root_graders_sandbox_is_a_throwaway_uid_seen_from_the_host():
+    """Seen from the host, every process of a root grader's sandbox is the throw-away uid
+    (inside, /proc/self/uid_map shows bwrap's nested namespace, not the host)."""
+    _bwrap_or_fail()
+    if os.getuid() != 0:
+        pytest.skip("the grader is not root here: the sandbox is this user's uid (CI runs as root)")
+    import subprocess
+    import sys
+
+    uid = sb.throwaway_uid()
+    sources = sb._ro_sources(uid)
+    fd = sb._filter_fd()
+    argv = sb._bwrap_argv(sb._bwrap(), sb.Limits(), config=None, connection=None, info_fd=None,
+                          ro=sources, seccomp=fd)
+
+    def enter():
+        sb._private_view(sources)
+        sb._become(uid)
+
+    code = "import os, sys; sys.stdout.write(str(os.getpid())); sys.stdout.flush(); sys.stdin.read()"
+    proc = subprocess.Popen([*argv, sys.executable, "-I", "-c", code], pass_fds=[fd], preexec_fn=enter,
+                            cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=sb._kernel_env(Path("/nonexistent"), "bwrap"))
+    os.close(fd)
+    try:
+        assert proc.stdout.read(1)  # the sandboxed Python runs
+        seen = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                    status = Path(f"/proc/{entry}/status").read_text()
+                except OSError:
+                    continue
+                if code.encode() in cmd:
+                    seen[int(entry)] = [int(x) for x in status.split("Uid:")[1].split()[:4]]
+        assert len(seen) >= 2, seen  # bwrap and the Python inside
+        assert all(ids == [uid] * 4 for ids in seen.values()), (uid, seen)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)

@@ -9,11 +9,13 @@ It does four things:
    sandbox has no network), the submission's cgroups are created just before and
    removed (with anything left in them) after the notebook.
 2. **Caps what the kernel can send**: at most :data:`MAX_MESSAGE` bytes per ZMQ message
-   (larger ones are refused by ZMQ before they are read) and :data:`OUTPUT_BUDGET`
-   bytes of output per notebook; past that the sandbox is killed.
+   (larger ones are refused by ZMQ before they are read), and per notebook
+   :data:`OUTPUT_BUDGET` bytes of messages on every channel and :data:`CONTAINER_BUDGET`
+   JSON containers, counted before a message is decoded; past either the sandbox is
+   killed. (The worker's own memory and time are bounded by the runner.)
 3. **Enforces the wall clock**: a watchdog kills the whole sandbox when a cell runs
    ``timeout + GRACE`` seconds, whatever the cell does with SIGINT.
-4. **Writes one JSON line per cell** to ``$KPCA_REPORT_FILE``, as each cell finishes:
+4. **Writes JSON lines** to ``$KPCA_REPORT_FILE``: one as each cell begins, one as it finishes:
    notebook, cell number (nbval's ``Cell N``), outcome, error text, the worker's
    monotonic clock ``t`` (and one line when a notebook's kernel starts, so the runner
    knows each notebook's wall clock), and the *facts*
@@ -44,6 +46,9 @@ EXPORT_MIME = "application/vnd.kpca.export+json"
 MAX_MESSAGE = 8 * 1024 * 1024
 RCV_HWM = 64
 OUTPUT_BUDGET = 32 * 1024 * 1024
+#: JSON containers (``[`` and ``{``) the worker decodes per notebook: a message cheap in
+#: bytes (``[[],[],...]``) costs the worker about 60 bytes of memory per container.
+CONTAINER_BUDGET = 2_000_000
 GRACE = 10.0
 _FILE = os.environ.get("KPCA_REPORT_FILE")
 _TIMEOUT = float(os.environ.get("KPCA_CELL_TIMEOUT", "30"))
@@ -70,7 +75,8 @@ class _Box:
         self.km: Any = None
         self.ctx: Any = None
         self.killed: str | None = None  # "wallclock" or "output", set by us only
-        self.output = 0
+        self.output = 0  # bytes of every message the kernel sent (all channels)
+        self.containers = 0  # JSON containers in those messages
         self.exported = 0
         self.lock = threading.Lock()
         self.fds: list[int] = []  # the kernel's sockets, pinned (see _pin_sockets)
@@ -176,6 +182,7 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     km.start_kernel(cwd=str(folder), env=launcher_env,
                     stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
     kc = km.client(context=ctx)
+    _meter(kc.session, box)
     if "_make_url" in vars(km):
         kc._make_url = km._make_url  # the pinned sockets, for every channel
     kc.start_channels()
@@ -275,6 +282,81 @@ def _await_sockets(km: Any, timeout: float) -> None:
         time.sleep(0.01)
 
 
+class OutputBudgetExceeded(RuntimeError):
+    """The kernel sent more than the worker reads; its sandbox was killed."""
+
+
+def _meter(session: Any, box: _Box) -> None:
+    """Count what the kernel sends *before* the worker decodes it (every channel).
+
+    Every message's frames count toward :data:`OUTPUT_BUDGET` as the bytes they are, and
+    the brackets of its JSON frames toward :data:`CONTAINER_BUDGET` (decoding is what
+    costs the worker memory and time). Past either budget the sandbox is killed and the
+    message is not decoded at all.
+    """
+    original = session.deserialize
+
+    def deserialize(msg_list: Any, content: bool = True, copy: bool = True) -> Any:
+        frames = [f if isinstance(f, bytes) else bytes(getattr(f, "bytes", f)) for f in msg_list]
+        with box.lock:
+            box.output += sum(len(f) for f in frames)
+            box.containers += sum(f.count(b"[") + f.count(b"{") for f in frames[1:5])
+            over = box.output > OUTPUT_BUDGET or box.containers > CONTAINER_BUDGET
+        if over or box.killed == "output":
+            box.kill("output")
+            raise OutputBudgetExceeded("the kernel sent more output than the grader reads")
+        try:
+            return original(frames, content=content, copy=True)
+        except (MemoryError, RecursionError):
+            box.kill("output")
+            raise OutputBudgetExceeded("the kernel sent a message the grader cannot read") from None
+
+    session.deserialize = deserialize
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (through ``/proc/*/task/*/children``)."""
+    found, todo = [], [pid]
+    while todo and len(found) < 4096:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _vm_peak_mb(box: _Box) -> float:
+    """The largest ``VmPeak`` (MB) among the sandbox's live processes (0 if none is seen)."""
+    proc = getattr(getattr(box.km, "provisioner", None), "process", None)
+    if proc is None:
+        return 0.0
+    peak = 0.0
+    for pid in _descendants(proc.pid):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmPeak:"):
+                        peak = max(peak, int(line.split()[1]) / 1024)
+                        break
+        except (OSError, ValueError, IndexError):
+            pass
+    return peak
+
+
+def _address_space_hit(box: _Box, before: float) -> bool:
+    """Without a memory cgroup: did a process of the sandbox reach its ``RLIMIT_AS``
+    during the cell (its ``VmPeak`` rose to within 64 MB of the limit)?"""
+    if "memory" in box.cgroups:
+        return False
+    limits = sb.Limits(**box.spec["limits"])
+    near = limits.address_space_mb(False) - 64
+    return before < near <= _vm_peak_mb(box)
+
+
 def _box_of(item: Any) -> _Box | None:
     return _BOXES.get(str(Path(str(getattr(item, "fspath", ""))).parent))
 
@@ -316,14 +398,9 @@ def _patch_nbval() -> None:
         msg = original_get(self, stream, timeout=timeout)
         box = next((b for b in _BOXES.values() if b.km is getattr(self, "km", None)), None)
         if box is not None and stream == "iopub":
-            box.output += _size(msg.get("content"))
             if msg.get("msg_type") == "error" and isinstance(msg.get("content"), dict):
                 box.enames.append(str(msg["content"].get("ename", ""))[:100])
                 box.evalues.append(str(msg["content"].get("evalue", ""))[:300])
-            if box.output > OUTPUT_BUDGET and msg.get("msg_type") != "status":
-                box.kill("output")
-                msg["msg_type"] = "stream"
-                msg["content"] = {"name": "stderr", "text": ""}
         return msg
 
     RunningKernel.await_reply = await_reply
@@ -375,8 +452,10 @@ def pytest_runtest_call(item: Any) -> Any:
     box = _box_of(item)
     parent = getattr(item, "parent", None)
     if box is not None:
+        # The runner's watchdog over this worker: a cell began (see runner._Report).
+        _write({"file": str(getattr(item, "fspath", "")), "begin": getattr(item, "cell_num", None)})
         _BEFORE[id(item)] = (sb.cgroup_facts(box.cgroups), bool(getattr(parent, "timed_out", False)),
-                             box.killed)
+                             box.killed, 0.0 if "memory" in box.cgroups else _vm_peak_mb(box))
         if _DOG is None:
             _DOG = _Watchdog()
         _DOG.arm(box, _TIMEOUT + GRACE)
@@ -431,9 +510,11 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     box = _box_of(item)
     facts: dict[str, Any] = {}
     if box is not None and report.when == "call":
-        before, timed_out_before, killed_before = _BEFORE.pop(id(item), ({}, False, None))
+        before, timed_out_before, killed_before, peak_before = _BEFORE.pop(
+            id(item), ({}, False, None, 0.0))
         after = sb.cgroup_facts(box.cgroups)
         facts = {k: after[k] - before.get(k, 0) for k in after}
+        facts["address_space_hit"] = _address_space_hit(box, peak_before)
         facts["killed"] = box.killed if box.killed != killed_before else None
         facts["nbval_timeout"] = bool(getattr(parent, "timed_out", False)) and not timed_out_before
         # The exception's type as the kernel reported it (not a line of text it printed).

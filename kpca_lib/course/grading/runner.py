@@ -24,6 +24,7 @@ import ctypes
 import json
 import os
 import queue
+import resource
 import secrets
 import signal
 import subprocess
@@ -43,6 +44,11 @@ CHUNK = 16
 STARTUP = 60.0
 GRACE = 10.0  # report_plugin.GRACE: the watchdog's margin over the cell timeout
 POLL = 0.2  # seconds between two reads of a worker's report (runs are delivered as they end)
+#: The trusted worker's own bounds: its address space, and how long it may go without a
+#: report line once the sandbox's watchdog should have acted (a cell: timeout + GRACE;
+#: a kernel's start: STARTUP) before the runner kills it as stuck.
+WORKER_MEMORY_MB = 3072
+STALL_SLACK = 20.0
 
 
 @dataclass
@@ -111,10 +117,16 @@ def _worker_env(report: Path, timeout: float, sandbox: str) -> dict[str, str]:
     return env
 
 
-def _die_with_parent() -> None:
-    """In the worker, before exec: die when the grader dies (so do its sandboxes)."""
+def _worker_preexec() -> None:
+    """In the worker, before exec: die when the grader dies (so do its sandboxes), and
+    bound its address space (what a kernel's messages can make it allocate)."""
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    size = WORKER_MEMORY_MB * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with contextlib.suppress(ValueError, OSError):  # the soft limit: the launcher of each
+        # kernel (trusted, started by the worker) then sets the kernel's own limits
+        resource.setrlimit(resource.RLIMIT_AS, (min(size, hard) if hard >= 0 else size, hard))
 
 
 def _sweep(run: Run) -> None:
@@ -147,6 +159,8 @@ class _Report:
         self.offset = 0
         self.current: Run | None = None
         self.span: dict[int, list[float]] = {}  # id(run) -> [first t, last t] of this attempt
+        self.last = time.monotonic()  # the worker's clock at its last line (same clock as ours)
+        self.running: int | None = None  # the cell that began and has not ended
 
     def read(self) -> list[Run]:
         """Apply the complete lines written since the last call; the runs now over."""
@@ -177,6 +191,9 @@ class _Report:
             if isinstance(t, (int, float)) and not isinstance(t, bool):
                 span = self.span.setdefault(id(run), [float(t), float(t)])
                 span[1] = max(span[1], float(t))
+                self.last = max(self.last, float(t))
+            begun = rec.get("begin")
+            self.running = begun if isinstance(begun, int) and not isinstance(begun, bool) else None
             cell = rec.get("cell")
             if rec.get("file") is None or not isinstance(cell, int):
                 continue
@@ -188,6 +205,16 @@ class _Report:
             if rec.get("when") == "call" and isinstance(rec.get("exports"), list):
                 run.exports.setdefault(cell, []).extend(rec["exports"])
         return over
+
+    def stalled(self, timeout: float) -> str:
+        """Why the worker looks stuck (no line for longer than a limit allows), or ``""``."""
+        allowed = (timeout + GRACE if self.running is not None else STARTUP) + STALL_SLACK
+        quiet = time.monotonic() - self.last
+        if quiet <= allowed:
+            return ""
+        where = f"cell {self.running}" if self.running is not None else "between cells"
+        return (f"the grader's worker stopped responding ({where}, {quiet:.0f} s without "
+                f"progress against a bound of {allowed:.0f} s) and was stopped")
 
     def close(self, run: Run) -> None:
         """Add this attempt's wall clock (kernel start to its last record) to ``run.seconds``."""
@@ -226,7 +253,7 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits
     proc = subprocess.Popen(
         cmd, cwd=workdir, env=_worker_env(report, timeout, sandbox), stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=_worker_preexec,
     )
     try:
         deadline = time.monotonic() + budget
@@ -242,6 +269,11 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits
                         r.note = "the grader's watchdog stopped this run"
                 break
             over(reader.read())
+            stuck = reader.stalled(timeout)
+            if stuck:  # the run it was on is retried alone; alone, it ends with this note
+                if reader.current is not None and id(reader.current) not in delivered:
+                    reader.current.note = stuck
+                break
     finally:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -273,7 +305,7 @@ def run_all(
     """
     if sandbox not in sb.MODES:
         raise ValueError(f"sandbox must be one of {sb.MODES}, got {sandbox!r}.")
-    limits = sb.Limits(memory_mb=int(memory_mb))
+    limits = sb.Limits.for_memory(int(memory_mb))
     sb.sweep_stale_cgroups()
     pending: queue.Queue[list[Run]] = queue.Queue()
     size = max(1, min(CHUNK, -(-len(runs) // max(1, jobs))))

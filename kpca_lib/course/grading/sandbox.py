@@ -27,6 +27,7 @@ size-capped by the trusted nbval process (:mod:`kpca_lib.course.grading.report_p
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -86,16 +87,54 @@ class SandboxUnavailableError(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-submission limits (sizes in MB)."""
+    """Per-submission limits (sizes in MB).
+
+    The two writable places, ``/tmp`` (``tmpfs_mb``) and ``/dev/shm`` (``shm_mb``), are
+    memory: with a memory cgroup what is written there is charged to it; without one the
+    address-space limit of every process is what is left of ``memory_mb`` after them, so
+    files plus one process never hold more than ``memory_mb``. :meth:`for_memory` sizes
+    them from the memory budget.
+    """
 
     memory_mb: int = 2048
     pids: int = 64
     tmpfs_mb: int = 256
+    shm_mb: int = 64
     fsize_mb: int = 512
     nofile: int = 1024
 
+    @classmethod
+    def for_memory(cls, memory_mb: int) -> Limits:
+        """The limits of a ``--memory memory_mb`` run: /tmp a quarter, /dev/shm a sixteenth."""
+        memory_mb = int(memory_mb)
+        return cls(memory_mb=memory_mb, tmpfs_mb=max(1, min(256, memory_mb // 4)),
+                   shm_mb=max(1, min(64, memory_mb // 16)),
+                   fsize_mb=max(1, min(512, memory_mb // 4)))
+
+    def address_space_mb(self, cgroup: bool) -> int:
+        """``RLIMIT_AS`` per process.
+
+        Under a memory cgroup (which counts every process and the tmpfs files) twice the
+        budget: memory actually used then meets the cgroup's limit first, which the grader
+        observes; the rlimit only bounds reservations that are never touched. Without
+        one: the budget less what the tmpfs files may hold (the grader observes a process
+        reaching it through its ``VmPeak``, see ``report_plugin``).
+        """
+        if cgroup:
+            return 2 * self.memory_mb
+        return max(1, self.memory_mb - self.tmpfs_mb - self.shm_mb)
+
 
 # --------------------------------------------------------------------------- set-up check
+#: Run in the test sandbox (``{keyctl}``: the native syscall number): its uid, and what a
+#: new user namespace and the keyring (keyctl GET_KEYRING_ID of the session keyring) answer.
+_SELF_TEST = (
+    "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+    "u = libc.unshare(0x10000000); e1 = ctypes.get_errno(); "
+    "k = libc.syscall({keyctl}, 0, -3, 0, 0, 0); e2 = ctypes.get_errno(); "
+    "print(os.getuid(), u, e1, k, e2)"
+)
+_SELF_TEST_OK = [str(SANDBOX_UID), "-1", "1", "-1", "1"]  # unshare and keyctl: EPERM
 def _bwrap() -> str | None:
     return shutil.which("bwrap") or ("/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None)
 
@@ -122,14 +161,39 @@ def check_sandbox(sandbox: str) -> None:
     if exe is None:
         raise SandboxUnavailableError(f"bubblewrap (`bwrap`) is not installed, so student code "
                                       f"cannot be isolated. {FIX}")
-    argv = _bwrap_argv(exe, Limits(tmpfs_mb=16), config=None, connection=None, info_fd=None)
+    from .syscalls import filter_unavailable, number
+
+    missing = filter_unavailable()
+    if missing:
+        raise SandboxUnavailableError(f"the sandbox's syscall filter cannot be built: {missing}. "
+                                      "To grade WITHOUT isolation, pass `--sandbox none`.")
+    uid = throwaway_uid()
+    sources = _ro_sources(uid)
+    seccomp = _filter_fd()
+    argv = _bwrap_argv(exe, Limits(tmpfs_mb=16, shm_mb=1), config=None, connection=None,
+                       info_fd=None, ro=sources, seccomp=seccomp)
+
+    def enter() -> None:  # in the child, before bwrap: what launch() does
+        if uid is not None:
+            _private_view(sources)
+            _become(uid)
+
     try:
-        proc = subprocess.run([*argv, sys.executable, "-I", "-c", "import os; print(os.getuid())"],
+        proc = subprocess.run([*argv, sys.executable, "-I", "-c",
+                               _SELF_TEST.format(keyctl=number("keyctl"))],
                               env=_kernel_env(Path("/nonexistent"), "bwrap"), capture_output=True,
-                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+                              text=True, timeout=60, stdin=subprocess.DEVNULL, pass_fds=[seccomp],
+                              cwd="/", preexec_fn=enter)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailableError(f"a test sandbox did not start ({exc}). {FIX}") from None
-    if proc.returncode != 0 or proc.stdout.strip() != str(SANDBOX_UID):
+    finally:
+        os.close(seccomp)
+    if proc.returncode == 0 and proc.stdout.split() != _SELF_TEST_OK:
+        raise SandboxUnavailableError(
+            f"a test sandbox started but is not what the grader needs (uid, nested namespaces "
+            f"and the syscall filter: got {proc.stdout.split()!r}, expected {_SELF_TEST_OK!r}); "
+            "please report this with your bubblewrap version (`bwrap --version`).")
+    if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or ["no error message"])[-1]
         hints = []
         if _sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
@@ -199,16 +263,62 @@ def cgroup_roots() -> dict[str, Path]:
                     roots[ctrl] = parent
         if not roots and "unified" in own:
             for base in (CGROUP_FS, CGROUP_FS / "unified"):
-                parent = base / own["unified"].lstrip("/")
-                try:
-                    enabled = (parent / "cgroup.subtree_control").read_text().split()
-                except OSError:
-                    continue
-                if all(c in enabled for c in CONTROLLERS) and _probe(parent):
+                parent = _v2_parent(base / own["unified"].lstrip("/"))
+                if parent is not None:
                     roots = {c: parent for c in CONTROLLERS}
                     break
     _ROOTS[str(forced)] = roots
     return roots
+
+
+LEADER = "kpca-grader-"
+
+
+def _v2_parent(own: Path) -> Path | None:
+    """cgroup v2: a cgroup under which this process may create children with the memory
+    and pids controllers, or None.
+
+    * Our cgroup already enables both for its children (a delegated subtree set up so,
+      or the leaf the grader moved itself into: its parent is used).
+    * We may write our own cgroup (a systemd unit with ``Delegate=yes``, a container's
+      root, ``systemd-run --user --scope -p Delegate=yes``) and both controllers are
+      available: v2 allows controllers for children only in a cgroup without processes
+      of its own, so the grader moves itself into a leaf ``kpca-grader-<pid>`` first,
+      then enables them (the standard way to use a delegated subtree). This is refused,
+      and undone, when other processes share our cgroup.
+    """
+    def enabled(p: Path) -> list[str]:
+        try:
+            return [c.lstrip("+") for c in (p / "cgroup.subtree_control").read_text().split()]
+        except OSError:
+            return []
+
+    if own.name.startswith(LEADER) and all(c in enabled(own.parent) for c in CONTROLLERS):
+        return own.parent if _probe(own.parent) else None
+    if all(c in enabled(own) for c in CONTROLLERS):
+        return own if _probe(own) else None
+    try:
+        available = (own / "cgroup.controllers").read_text().split()
+        others = [x for x in (own / "cgroup.procs").read_text().split() if x != str(os.getpid())]
+    except OSError:
+        return None
+    if others or not all(c in available for c in CONTROLLERS) or not os.access(own, os.W_OK):
+        return None
+    leader = own / f"{LEADER}{os.getpid()}"
+    try:
+        leader.mkdir(exist_ok=True)
+        (leader / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        with contextlib.suppress(OSError):
+            leader.rmdir()
+        return None
+    if _write(own / "cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS)) \
+            and all(c in enabled(own) for c in CONTROLLERS):
+        return own
+    with contextlib.suppress(OSError):  # undo: back where we were
+        (own / "cgroup.procs").write_text(str(os.getpid()))
+        leader.rmdir()
+    return None
 
 
 def _write(path: Path, value: str) -> bool:
@@ -387,29 +497,37 @@ def read_spec(folder: Path) -> dict[str, Any]:
 
 
 def throwaway_uid() -> int | None:
-    """A fresh unused uid to run a root grader's sandbox as, else None.
+    """A fresh uid that owns nothing, to run a root grader's sandbox as; else None.
 
-    bwrap maps the sandbox's uid to the uid that runs it; run by root, a sandboxed
-    process passes host-side owner checks as uid 0 (hence also the read-only /proc
-    covers). A throw-away uid avoids that and makes ``RLIMIT_NPROC`` a per-submission
-    process limit, but it needs to traverse the Python installation it binds; where
-    it cannot (Python under a 0700 ``/root``), the sandbox runs as root's uid and relies
-    on read-only mounts, the PID/user namespaces and the covers.
+    bwrap maps the sandbox's uid to the uid that runs it: run by root, a sandboxed
+    process would be host uid 0 and pass every owner check on the host (root-only
+    ``/proc`` files, root's sysctls). So a root grader's launcher becomes a random uid
+    far above any system, user or ``/etc/subuid`` range before it starts bwrap; what the
+    sandbox must read is handed to bwrap as fds the grader opened (``--ro-bind-fd``), so
+    that uid needs no right to traverse, say, a 0700 ``/root``. A grader that is not
+    root already runs the sandbox as an ordinary user: its own uid.
     """
     if os.getuid() != 0:
         return None
-    for path in [*_ro_paths(), Path(sys.executable)]:
-        for p in [path, *path.parents]:
-            try:
-                if not os.stat(p).st_mode & 0o001:  # others cannot traverse: no uid switch
-                    return None
-            except OSError:
-                return None
-    return 200_000 + secrets.randbelow(1_000_000)
+    return 1_500_000_000 + secrets.randbelow(500_000_000)
+
+
+def _alive(pid: str) -> bool:
+    """Whether ``/proc/<pid>`` is a process that can still run: not a zombie (a leader
+    that exited while other threads of it run is still alive)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X") or len(os.listdir(f"/proc/{pid}/task")) > 1
+    except (OSError, IndexError):
+        return False
 
 
 def kill_uid(uid: int) -> None:
-    """SIGKILL every process whose real uid is ``uid`` (the fallback's throw-away uid)."""
+    """SIGKILL every process whose real uid is ``uid`` (a root grader's throw-away uid).
+
+    Zombies (killed, not yet reaped by their parent) are done: they run nothing more.
+    """
     for _ in range(20):
         found = False
         for entry in os.listdir("/proc"):
@@ -419,7 +537,7 @@ def kill_uid(uid: int) -> None:
                 st = os.stat(f"/proc/{entry}")
             except OSError:
                 continue
-            if st.st_uid == uid:
+            if st.st_uid == uid and _alive(entry):
                 found = True
                 try:
                     os.kill(int(entry), signal.SIGKILL)
@@ -452,6 +570,9 @@ def _kernel_env(folder: Path, mode: str) -> dict[str, str]:
         "JUPYTER_RUNTIME_DIR": f"{home}/.runtime",
         "JUPYTER_CONFIG_DIR": f"{home}/.jupyter",
         "JUPYTER_DATA_DIR": f"{home}/.jupyter-data",
+        # glibc reserves 64 MB of address space per thread's arena: with ipykernel's
+        # threads that alone would eat a fallback's RLIMIT_AS (see Limits).
+        "MALLOC_ARENA_MAX": "2",
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -488,11 +609,17 @@ def _ro_paths() -> list[Path]:
 
 
 def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int | None,
-                info_fd: int | None) -> list[str]:
-    """bwrap's arguments; ``config`` and ``connection`` are fds bwrap copies in read-only."""
+                info_fd: int | None, ro: dict[str, str], seccomp: int | None) -> list[str]:
+    """bwrap's arguments.
+
+    ``config`` and ``connection`` are fds bwrap copies in read-only; ``ro`` maps each of
+    :func:`_ro_paths` to where bwrap finds it (:func:`_ro_sources`); ``seccomp`` is an fd
+    holding the compiled syscall filter (:mod:`kpca_lib.course.grading.syscalls`).
+    """
     argv = [exe, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-net", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
+            "--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "sandbox",
             # /tmp first: what is bound later may live under /tmp (a checkout, a venv).
             "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
             "--ro-bind", "/usr", "/usr"]
@@ -504,13 +631,17 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
     for etc in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf",
                 "passwd", "group", "fonts", "mime.types", "alternatives"):
         argv += ["--ro-bind-try", f"/etc/{etc}", f"/etc/{etc}"]
-    for p in _ro_paths():
-        argv += ["--ro-bind", str(p), str(p)]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    # bwrap run by root maps the sandbox's uid to host uid 0, which passes the owner check
-    # of root's 0644 sysctls: cover every writable part of /proc with read-only binds.
+    for path, source in ro.items():
+        argv += ["--ro-bind", source, path]
+    # /dev: bwrap's own (null, zero, random, pts...), read-only but for a sized /dev/shm.
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(limits.shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
+             "--remount-ro", "/dev"]
+    # Defence in depth: should the sandbox's uid ever be host root (it is a throw-away uid
+    # when the grader is root), root's 0644 sysctls would pass the owner check.
     for sub in _PROC_COVER:
         argv += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
+    argv += ["--remount-ro", "/proc"]  # nothing in /proc is written (not even /proc/self/mem)
     argv += ["--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
     if config is not None:
         argv += ["--ro-bind-data", str(config), INSIDE_CONFIG]
@@ -518,32 +649,110 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
         argv += ["--ro-bind-data", str(connection), INSIDE_CONNECTION]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
-    argv += ["--remount-ro", "/", "--chdir", INSIDE_HOME, "--"]  # only /tmp stays writable
+    if seccomp is not None:
+        argv += ["--seccomp", str(seccomp)]
+    argv += ["--remount-ro", "/", "--chdir", INSIDE_HOME, "--"]  # only /tmp, /dev/shm writable
     return argv
+
+
+#: Where a root grader's launcher re-binds what the sandbox reads (see _private_view).
+_VIEW = "/tmp/.kpca-view"
+
+
+def _ro_sources(uid: int | None) -> dict[str, str]:
+    """Each of :func:`_ro_paths` -> the path bwrap binds it from.
+
+    A grader that is not root binds them from where they are. A root grader's sandbox
+    runs as a throw-away uid, which may not traverse the installation (Python under a
+    0700 ``/root``): :func:`_private_view` binds each one, with root's rights, under a
+    0755 tmpfs in the launcher's own mount namespace, and bwrap binds them from there.
+    """
+    paths = [str(p) for p in _ro_paths()]
+    if uid is None:
+        return {p: p for p in paths}
+    return {p: f"{_VIEW}/{i}" for i, p in enumerate(paths)}
+
+
+def _private_view(sources: dict[str, str]) -> None:
+    """As root, in the launcher: a private mount namespace where ``sources`` are bound.
+
+    Only the launcher (and the bwrap it becomes) sees it; the host's mounts are untouched.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")
+    check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    parent = os.path.dirname(_VIEW)
+    check(libc.mount(b"tmpfs", parent.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
+                     b"mode=0755,size=64k"), f"mount tmpfs {parent}")
+    os.mkdir(_VIEW, 0o755)
+    for path, source in sources.items():
+        if source == path:
+            continue
+        os.mkdir(source, 0o755)
+        check(libc.mount(path.encode(), source.encode(), None, _MS_BIND | _MS_REC, None),
+              f"bind {path}")
+
+
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+
+
+def _filter_fd() -> int:
+    """An inheritable fd from which bwrap reads the compiled syscall filter."""
+    from .syscalls import program
+
+    data = program()
+    r, w = os.pipe()
+    try:
+        if len(data) > 65536:  # more than a pipe holds: a private unlinked file instead
+            raise OSError("filter too large for a pipe")
+        os.write(w, data)
+    finally:
+        os.close(w)
+    os.set_inheritable(r, True)
+    return r
+
+
+def _become(uid: int) -> None:
+    """Drop every group and become ``uid`` (real, effective and saved): a root grader's
+    sandbox then owns nothing on the host and ``RLIMIT_NPROC`` counts only its processes."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 def _set_limits(limits: Limits, cgroups: dict[str, Any], *, spec_uid: int | None) -> None:
     """rlimits of the launcher (inherited by everything the kernel starts).
 
     Without a pids cgroup the process count is ``RLIMIT_NPROC``, which counts every
-    process of the real uid; as root it would count (and as root not even limit) the
-    whole machine, so (``--sandbox bwrap`` only) the launcher first becomes a throw-away
-    uid. With ``--sandbox none`` and no pids cgroup, root's process count is not limited.
+    process of the real uid; so a root grader's sandbox first becomes its throw-away uid
+    (``--sandbox bwrap`` only). With ``--sandbox none`` and no pids cgroup, root's process
+    count is not limited.
     """
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_mb * mb, limits.fsize_mb * mb))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
-    # Every process: address space at most the whole budget (a reservation that is never
-    # touched does not count in the cgroup, and would otherwise grow until the timeout);
-    # the memory cgroup, when there is one, caps the sum over all the sandbox's processes.
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX queues: unsized memory
+    # Every process: a bounded address space (a reservation that is never touched does not
+    # count in the cgroup, and would otherwise grow until the timeout); the memory cgroup,
+    # when there is one, caps the sum over all the sandbox's processes and files.
+    space = limits.address_space_mb("memory" in cgroups) * mb
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    space = space if hard == resource.RLIM_INFINITY else min(space, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (space, space))
     uid = spec_uid
     if uid is not None and os.getuid() == 0:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
+        _become(uid)
+        # The uid's own process count; under a pids cgroup only a backstop, above the
+        # cgroup's limit, so that the cgroup refuses first and the grader sees it.
+        n = limits.pids if "pids" not in cgroups else 2 * limits.pids
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
         return
     if "pids" in cgroups:
         return
@@ -575,8 +784,14 @@ def launch(connection_file: str) -> None:
     connection = os.open(connection_file, os.O_RDONLY)
     for fd in (info, config, connection):
         os.set_inheritable(fd, True)
-    argv = _bwrap_argv(exe, limits, config=config, connection=connection, info_fd=info)
-    _set_limits(limits, cgroups, spec_uid=spec.get("uid"))
+    uid = spec.get("uid") if os.getuid() == 0 else None
+    sources = _ro_sources(uid)
+    argv = _bwrap_argv(exe, limits, config=config, connection=connection, info_fd=info,
+                       ro=sources, seccomp=_filter_fd())
+    os.chdir("/")  # the submission's 0700 folder is not the throw-away uid's to enter
+    if uid is not None:
+        _private_view(sources)
+    _set_limits(limits, cgroups, spec_uid=uid)
     os.execve(exe, [*argv, *kernel, "-f", INSIDE_CONNECTION], env)
 
 
