@@ -187,14 +187,19 @@ def test_a_worker_killed_mid_batch_loses_no_grade(tmp_path, client):
 
 def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, client):
     """Every attempt raises (retries included): the row is `crashed` by the grader, with the
-    reason, and the other rows are unaffected; nothing is left pending."""
-    from kpca_lib.course.grading.cluster import ClusterRunner
+    reason, and the other rows are unaffected; nothing is left pending. (The canary, the
+    instructor's solution graded first, runs: the cluster breaks after it.)"""
+    from kpca_lib.course.grading.cluster import ClusterRunner, run_remote
     from kpca_lib.course.grading.grade import grade_batch
 
     attempts = tmp_path / "attempts"
     attempts.mkdir()
+    canary = tmp_path / "canary-ran"
 
     def broken(payload):
+        if not canary.exists():
+            canary.touch()
+            return run_remote(payload)
         (attempts / str(len(list(attempts.iterdir())))).touch()
         raise OSError(28, "No space left on device")
 
@@ -211,6 +216,22 @@ def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, clie
     assert got["garbage"]["status"] == "invalid"
     assert [r.submission for r in batch if r.grader_error] == ["full"]
     assert len(list(attempts.iterdir())) == 2  # the first attempt and one retry
+
+
+def test_a_cluster_that_runs_nothing_stops_before_grading(tmp_path, client):
+    """The canary cannot run either: the grader stops, says why, and writes no row."""
+    from kpca_lib.course.grading.cluster import ClusterRunner
+    from kpca_lib.course.grading.grade import CanaryFailed, grade_batch
+
+    def broken(payload):
+        raise OSError(28, "No space left on device")
+
+    subs = [write(tmp_path, "full", student_copy())]
+    with pytest.raises(CanaryFailed, match="No space left on device"):
+        grade_batch(assignment=ASSIGNMENT, submissions=subs, out=tmp_path / "out",
+                    solutions=ROOT / "solutions", sandbox="none",
+                    cluster=ClusterRunner(client, task=broken, retries=0))
+    assert not (tmp_path / "out" / "grades.csv").exists()
 
 
 def test_workers_must_run_the_graders_code():

@@ -246,7 +246,7 @@ def test_the_feedback_names_the_cells_as_the_student_knows_them(tmp_path, monkey
     assert rows["dead_branch"]["questions"]["q4_centering"] == 0
     assert rows["dead_branch"]["questions"]["q3_gram_pca"] == 3
     text = (tmp_path / "g2" / rows["dead_branch"]["feedback"]).read_text()
-    assert "use kpca_lib.centering.center_kernel, which the question asks" in text
+    assert "use kpca\\_lib.centering.center\\_kernel, which the question asks" in text
 
 
 @pytest.mark.parametrize("assignment", ["01_feature_maps", "03_mercer"])

@@ -30,6 +30,7 @@ from feedback_mistakes import (
 )
 from test_grading import sandbox_or_skip
 
+from kpca_lib.course.grading.grade import _md
 from kpca_lib.course.grading.notebooks import read_solution
 from kpca_lib.course.grading.questions import call, call_with
 
@@ -149,4 +150,4 @@ def test_feedback_file_shows_the_public_diagnosis(graded, tmp_path_factory):
         text = (base / "grades" / m.assignment / rec["feedback"]).read_text()
         for c in rec["checks"]:
             if not c["passed"] and not c["hidden"]:
-                assert c["message"] in text, (m.id, c["id"])
+                assert _md(c["message"]) in text, (m.id, c["id"])  # as inert text

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ import pytest
 from kpca_lib.course.cli import EXIT_GRADER_FAILURE, EXIT_INCOMPLETE, EXIT_USAGE, main
 from kpca_lib.course.grading import gradebook as gb
 from kpca_lib.course.grading.grade import _read_submission
+from kpca_lib.course.grading.handed_in import link_counts
 from kpca_lib.course.grading.notebooks import extract_answers, read_solution, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,10 +214,55 @@ def test_unreadable_files_are_invalid_not_fatal(tmp_path):
         fh.truncate(25_000_000)
     expect = {"nested": "nested too deeply", "latin1": "not text", "bigint": "not valid JSON",
               "v_is_true": "nbformat", "wrong_assignment_type": "(malformed)",
-              "folder.ipynb": "folder", "fifo.ipynb": "not a regular file", "huge.ipynb": "25 MB"}
+              "folder.ipynb": "folder", "fifo.ipynb": "FIFO", "huge.ipynb": "25 MB"}
     for name, why in expect.items():
         nb, reason = _read_submission(tmp_path / name, ASSIGNMENT)
         assert nb is None and why in reason, (name, reason)
+
+
+def test_only_files_the_student_handed_in_are_read(tmp_path):
+    """Links, hard links from outside and special files are refused; nothing is followed."""
+    good = b'{"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {}}'
+    outside = tmp_path / "instructor" / "solution.ipynb"
+    outside.parent.mkdir()
+    outside.write_bytes(good)
+    subs = tmp_path / "submissions"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "01.ipynb").write_bytes(good)
+    (subs / "bob").mkdir()
+    (subs / "bob" / "01.ipynb").symlink_to("../../instructor/solution.ipynb")
+    (subs / "carol").mkdir()
+    (subs / "carol" / "01.ipynb").symlink_to("../alice/01.ipynb")  # a classmate's
+    (subs / "dave").symlink_to(outside.parent, target_is_directory=True)  # a linked folder
+    (subs / "erin").mkdir()
+    os.link(outside, subs / "erin" / "01.ipynb")  # a hard link to a file outside
+    (subs / "frank").mkdir()
+    (subs / "frank" / "01.ipynb").write_bytes(good)
+    os.link(subs / "frank" / "01.ipynb", subs / "frank" / "copy.ipynb")  # both handed in
+    paths = [subs / "alice" / "01.ipynb", subs / "bob" / "01.ipynb", subs / "carol" / "01.ipynb",
+             subs / "dave" / "solution.ipynb", subs / "erin" / "01.ipynb",
+             subs / "frank" / "01.ipynb", subs / "frank" / "copy.ipynb"]
+    batch = link_counts(paths, subs)
+    expect = {"alice": None, "bob": "symbolic link", "carol": "symbolic link",
+              "dave": "folder 'dave' on the way to this file is a symbolic link",
+              "erin": "hard link", "frank": None}
+    for path in paths:
+        nb, reason = _read_submission(path, ASSIGNMENT, root=subs, batch=batch)
+        why = expect[path.relative_to(subs).parts[0]]
+        if why is None:
+            assert nb is not None and reason == "", (path, reason)
+        else:
+            assert nb is None and why in reason, (path, reason)
+    # Without the batch's counts a second name is a link from outside.
+    nb, reason = _read_submission(subs / "frank" / "01.ipynb", ASSIGNMENT, root=subs)
+    assert nb is None and "hard link" in reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root (CI runs as root)")
+def test_a_device_is_not_read(tmp_path):
+    os.mknod(tmp_path / "null.ipynb", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    nb, reason = _read_submission(tmp_path / "null.ipynb", ASSIGNMENT, root=tmp_path)
+    assert nb is None and "a device" in reason
 
 
 # --------------------------------------------------------------------------- the folder

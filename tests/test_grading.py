@@ -20,6 +20,7 @@ import nbformat
 import pytest
 
 from kpca_lib.course.cli import main
+from kpca_lib.course.grading.grade import _md
 from kpca_lib.course.grading.notebooks import meta, with_answers
 from kpca_lib.course.grading.plain import AnswerError, decode, dumps, encode, loads
 
@@ -313,6 +314,7 @@ def test_adversarial_batch(tmp_path):
     for line in cell(SOLUTION, "q1-p3-hidden").source.splitlines():
         if len(line.strip()) > 25 and "import" not in line:
             assert line.strip() not in text  # no hidden check code in feedback
+            assert _md(line.strip()) not in text  # not even escaped
     assert "is not implemented yet" in text  # public check messages are shown
 
 

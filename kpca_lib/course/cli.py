@@ -153,7 +153,7 @@ def _say(text: str, stream: Any = None) -> None:
 
 def _grade(args: argparse.Namespace) -> int:
     from .grading.grade import grade_batch
-    from .grading.gradebook import GradebookWriteError
+    from .grading.gradebook import GradebookWriteError, visible
     from .grading.summary import format_duration, summary_markdown
     from .release import default_paths
 
@@ -215,7 +215,7 @@ def _grade(args: argparse.Namespace) -> int:
         _say(f"WARNING suspicious name {rid!r}: {why}", sys.stderr)
     failed = [row for row in batch if row.grader_error]
     for row in failed:
-        _say(f"GRADER FAILURE {row.submission!r}: {row.grader_error}", sys.stderr)
+        _say(f"GRADER FAILURE {row.submission!r}: {visible(row.grader_error)}", sys.stderr)
     if failed:
         _say(f"{len(failed)} row(s) are `crashed` by the grader's fault, not the students': fix "
              "the problem and grade them again with --merge.", sys.stderr)

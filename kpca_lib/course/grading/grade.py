@@ -45,11 +45,11 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +69,7 @@ from .gradebook import (
     suspicious_name,
     visible,
 )
+from .handed_in import NotHandedIn, link_counts, open_handed_in
 from .notebooks import (
     GradingNotebook,
     Solution,
@@ -76,17 +77,21 @@ from .notebooks import (
     grading_notebook,
     meta,
     read_solution,
+    release_notebook,
+    with_answers,
 )
 from .plain import encode, loads
 from .questions import Question
 from .runner import Run, run_all
 from .summary import Summary, format_duration, summarize, summary_markdown, summary_png
+from .text import markdown_text
 
-__all__ = ["Row", "Batch", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
+__all__ = ["Row", "Batch", "CanaryFailed", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
 
 MAX_SUBMISSION_BYTES = 20_000_000
 SANDBOXES = ("bwrap", "none")
 MAX_RESUMES = 3
+MIN_MEMORY_MB = 256
 
 PREAMBLE = """\
 # Added by the grader.
@@ -127,20 +132,23 @@ class Row:
 
 
 # --------------------------------------------------------------------------- reading
-def _read_submission(path: Path, assignment: str) -> tuple[Any | None, str]:
-    """The notebook as a dict, or ``(None, reason)``; never raises for a bad file."""
+def _read_submission(path: Path, assignment: str, *, root: Path | None = None,
+                     batch: Counter[tuple[int, int]] | None = None) -> tuple[Any | None, str]:
+    """The notebook as a dict, or ``(None, reason)``; never raises for a bad file.
+
+    The file is opened as :func:`~kpca_lib.course.grading.handed_in.open_handed_in` does:
+    no symbolic link (of the file or of a folder below ``root``), no hard link from
+    outside the ``batch``, only a regular file.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, st = open_handed_in(path, root, batch)
+    except NotHandedIn as exc:
+        return None, str(exc)
     except OSError as exc:
+        if exc.errno == errno.EISDIR:
+            return None, "this is a folder, not a notebook file."
         return None, f"the file cannot be read ({exc.strerror})."
     try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            os.close(fd)
-            return None, "this is a folder, not a notebook file."
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            return None, "this is not a regular file (a device, pipe or socket), not a notebook."
         with os.fdopen(fd, "rb") as fh:
             size = st.st_size
             if size == 0:
@@ -254,9 +262,13 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
     """``(status, cell, message)`` of the first cell that ran out of time or memory, or crashed.
 
     Decided from facts the trusted side recorded (which limit fired: the grader's
-    wall-clock killer, nbval's cell timeout, the output cap, the cgroup's OOM kills and
-    refused forks, whether the kernel was still alive), never from timing. An ordinary
-    exception in a cell is not a failure here: the question's checks report it.
+    wall-clock killer, nbval's cell timeout, the output cap, the cgroup's OOM kills, limit
+    hits and refused forks, a process's peak address space at its limit, whether the kernel
+    was still alive), never from timing, and never from the name of an exception alone: the
+    kernel is the student's, and any cell can ``raise MemoryError``. An exception in a cell,
+    a ``MemoryError`` that no limit counter saw included (an allocation larger than the
+    limit fails without the peak reaching it), is not a failure here: the question's checks
+    and the cell's note (with the limit, as a possibility) report it.
     """
     for cell in sorted(run.cells):
         out = run.cells[cell]
@@ -270,9 +282,11 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
         # then the clocks.
         if facts.get("oom_kills", 0) > 0:
             return "crashed", cell, "it ran out of memory (the memory limit killed a process)"
-        if facts.get("ename") == "MemoryError" or (
-                facts.get("memory_hits", 0) > 0 and out.alive is False):
-            return "crashed", cell, "it ran out of memory"
+        if facts.get("memory_hits", 0) > 0 and (out.alive is False or _memory_error(facts.get("ename"))):
+            return "crashed", cell, "it ran out of memory (it reached the memory limit)"
+        if facts.get("address_space_hit") and (out.alive is False or _memory_error(facts.get("ename"))):
+            # No cgroup: the trusted side saw a process's VmPeak reach its RLIMIT_AS.
+            return "crashed", cell, "it ran out of memory (a process reached the memory limit)"
         if facts.get("killed") == "output":
             return "crashed", cell, "it produced more output than the grader reads"
         if facts.get("pids_refused", 0) > 0:
@@ -294,20 +308,25 @@ def _limit_words(message: str, job: _Job) -> str:
     """The limit a stopped cell ran into, with its value."""
     if "time limit" in message:
         return f"it ran past the time limit of {job.timeout:g} s per cell"
+    if "the memory limit" in message:
+        return message.replace("the memory limit", f"the memory limit of {job.memory_mb} MB", 1)
     if "out of memory" in message:
         return f"{message} (the limit is {job.memory_mb} MB)"
     return message
 
 
 def _cell_errors(job: _Job, run: Run) -> None:
-    """Record the cells that raised an exception (the grader's own cells aside)."""
+    """Record the cells that raised an exception: the student's, the assignment's, and the
+    exports (where the grader calls the student's functions: only an exception the probe lets
+    through, a ``MemoryError``, gets there); not the grader's preamble or question cells."""
     built = job.built
     assert built is not None
     for cell, out in run.cells.items():
         if out.outcome not in ("failed", "error") or cell >= len(built.kinds):
             continue
         facts = out.facts or {}
-        if built.kinds[cell] not in ("answer", "student", "setup", "demo") or not facts.get("ename"):
+        if not facts.get("ename") or built.kinds[cell] not in (
+                "answer", "student", "setup", "demo", "export"):
             continue
         job.errors.setdefault(cell, (built.labels[cell], str(facts.get("ename"))[:100],
                                      str(facts.get("evalue") or "")[:300]))
@@ -315,29 +334,41 @@ def _cell_errors(job: _Job, run: Run) -> None:
 
 def _explain(job: _Job) -> None:
     """The run's facts about each question's cells, in the student's words, into ``row.notes``:
-    cells that raised (with the real exception), and cells that read a widget or figure."""
+    cells that raised (with the real exception), and cells that read a widget or figure.
+
+    Notes and messages are plain text (:func:`_feedback` escapes them): the exception's name
+    and message and a cell's first line come from the student's code.
+    """
     built = job.built
     if built is None:
         return
     for cell in sorted(job.errors):
         label, ename, evalue = job.errors[cell]
         qid = built.owners[cell] if cell < len(built.owners) else None
-        text = f"{_md(label)} raised {_md(ename)}" + (f": {_md(evalue)}" if evalue else "")
-        if built.kinds[cell] in ("setup", "demo"):
+        kind = built.kinds[cell]
+        where = f"{label}, where the grader checks {qid}," if kind == "export" else label
+        text = f"{where} raised {ename}" + (f": {evalue}" if evalue else "")
+        if kind in ("setup", "demo"):
             text += " (a cell of the assignment: did a cell above it change a name it uses?)"
+        hint = "" if cell in job.skip else _memory_hint(ename, job)  # skip: the limit was seen
         if qid is None:
-            job.row.messages.append(f"{text} (after the last check cell; no question depends on it).")
+            job.row.messages.append(f"{text} (after the last check cell; no question depends on it)."
+                                    + hint)
+        elif kind == "export":
+            job.row.notes.setdefault(qid, []).append(
+                text + ". It ran your functions on the grader's inputs there, so no answer of this "
+                "question could be recorded." + hint)
         else:
             job.row.notes.setdefault(qid, []).append(
                 text + ". The grader ran your notebook from the top, as Restart & Run All does; "
-                "what this cell defines was missing when the question was checked.")
+                "what this cell defines was missing when the question was checked." + hint)
     for cell, names in sorted(built.widget_reads.items()):
         qid = built.owners[cell]
         if qid is None:
             continue
         shown = ", ".join(f"`{n}`" for n in names)
         job.row.notes.setdefault(qid, []).append(
-            f"{_md(built.labels[cell])} reads {shown}, made by a widget or figure cell of the assignment. "
+            f"{built.labels[cell]} reads {shown}, made by a widget or figure cell of the assignment. "
             "The grader runs that cell too, but nobody moves its sliders there: they keep their "
             "starting values. Write the value you chose into the answer cell (the line shown under "
             "the slider) instead of reading the widget.")
@@ -486,7 +517,7 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
                 if status != "graded":
                     inside = cell is not None and cell < len(built.owners)
                     qid = built.owners[cell] if inside else None
-                    where = _md(built.labels[cell]) if inside else "the notebook"
+                    where = built.labels[cell] if inside else "the notebook"
                     message = _limit_words(message, job)
                     if job.row.status == "graded":
                         job.row.status = status
@@ -575,31 +606,55 @@ class _Progress:
 
 
 # --------------------------------------------------------------------------- output
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~!])")
+def _memory_error(ename: Any) -> bool:
+    """Whether an exception's name (as the kernel reported it: the student's to choose) is a
+    memory error: ``MemoryError``, NumPy's ``_ArrayMemoryError``."""
+    return isinstance(ename, str) and ename.endswith("MemoryError")
+
+
+def _memory_hint(ename: str, job: _Job) -> str:
+    """For a cell that raised a memory error that no limit counter saw: the limit it may have
+    met, as a possibility (a cell can raise ``MemoryError`` itself); ``""`` otherwise."""
+    if not _memory_error(ename):
+        return ""
+    return (f" If this {ename} came from the grader's memory limit rather than from your code, that "
+            f"limit is {job.memory_mb} MB for the whole notebook (its files in /tmp included).")
 
 
 def _md(text: str) -> str:
-    """``text`` shown literally in Markdown (no links, HTML or emphasis from a file name)."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    """``text`` shown literally in Markdown, on one line: no heading, link, image, HTML, list,
+    table or emphasis from a file name, a message or a repr (see
+    :func:`~kpca_lib.course.grading.text.markdown_text`; escaping twice changes nothing)."""
+    return markdown_text(text)
+
+
+def _md_trusted(text: str) -> str:
+    """The instructor's plain text (an assignment, a question's title, a check's description)
+    in Markdown: as :func:`_md`, but ``phi_poly`` keeps its underscore (never emphasis)."""
+    return markdown_text(text, identifiers=True)
 
 
 def _feedback(row: Row, solution: Solution) -> str:
-    lines = [f"# Feedback: {_md(row.submission)} ({solution.assignment})", "",
+    """``feedback/<name>.md``. Every text but the grader's own words is escaped: messages,
+    notes and check messages with :func:`_md` (they carry what the student's code printed or
+    raised, and file names), the instructor's plain text with :func:`_md_trusted`."""
+    lines = [f"# Feedback: {_md(row.submission)} ({_md_trusted(solution.assignment)})", "",
              f"**Score: {format_points(row.score)} / {format_points(row.max_score)}** "
-             f"(status: {row.status})", ""]
+             f"(status: {_md(row.status)})", ""]
     for msg in row.messages:
-        lines.append(f"> {msg}")
+        lines.append(f"> {_md(msg)}")
     if row.messages:
         lines.append("")
     for qid in solution.questions:
         q = solution.question(qid)
-        lines.append(f"## {qid}: {q.title} ({format_points(row.questions.get(qid, 0))} / "
+        lines.append(f"## {_md_trusted(qid)}: {_md_trusted(q.title)} "
+                     f"({format_points(row.questions.get(qid, 0))} / "
                      f"{format_points(solution.points[qid])})")
         lines.append("")
         results = [r for r in row.checks if r.question == qid]
         public = sum(r.points for r in results if not r.hidden)
         for text in row.notes.get(qid, []):
-            lines.append(f"> {text}")
+            lines.append(f"> {_md(text)}")
             lines.append("")
         lines.append(f"Public checks (the ones in your notebook, on the grader's inputs): "
                      f"{format_points(public)} of {format_points(solution.points[qid])} points; "
@@ -608,9 +663,9 @@ def _feedback(row: Row, solution: Solution) -> str:
         for r in results:
             mark = "✔" if r.passed else "✘"
             kind = "hidden check" if r.hidden else "check"
-            text = f"- {mark} {kind} ({format_points(r.points)} pt): {r.description}"
+            text = f"- {mark} {kind} ({format_points(r.points)} pt): {_md_trusted(r.description)}"
             if not r.passed:
-                text += f"  \n  {r.message}"
+                text += f"  \n  {_md(r.message)}"
             lines.append(text)
         lines.append("")
     lines.append("Hidden checks are named by what they test and say what failed; their code and "
@@ -751,6 +806,10 @@ def grade_batch(
         known = ", ".join(sorted(p.stem for p in Path(solutions).glob("*.ipynb"))) or "none"
         raise ValueError(f"no assignment {assignment!r} in {solutions} (known: {known}).")
     paths = submission_paths(submissions)
+    if memory_mb < MIN_MEMORY_MB:
+        raise ValueError(f"--memory {memory_mb} is in MB ({memory_mb} MB per submission), less than "
+                         f"the {MIN_MEMORY_MB} MB any Python kernel needs; for {memory_mb} GB pass "
+                         f"--memory {memory_mb * 1024}. Nothing was graded.")
     if cluster is None:
         _check_sandbox(sandbox)
     elif sandbox not in SANDBOXES:
@@ -763,6 +822,8 @@ def grade_batch(
             Path(book.root) if book.root else common_root(paths))
         ids = row_ids(paths, base)
         secret = _secret(seed)
+        _canary(solution, runner, timeout=timeout, memory_mb=memory_mb, sandbox=sandbox,
+                secret=secret)
         book.start(base, sandbox)
         book.set_order(ids)
         batch = Batch()
@@ -779,7 +840,7 @@ def grade_batch(
             except Exception as exc:
                 _grader_failure(row, _describe(exc))
                 text = (f"# Feedback: {_md(row.submission)} ({assignment})\n\n"
-                        f"Status: crashed. {' '.join(row.messages)}\n")
+                        f"Status: crashed. {_md(' '.join(row.messages))}\n")
             data = _record(row)
             book.add(data, text)
             row.feedback = data["feedback"]
@@ -796,6 +857,7 @@ def grade_batch(
                   + (f"; {len(batch.skipped)} already in the gradebook (--resume)"
                      if batch.skipped else "") + f"; gradebook {book.out}")
         jobs_list: list[_Job] = []
+        links = link_counts(paths, base)
         work = Path(tempfile.mkdtemp(prefix="kpca-grade-"))
         try:
             for i, sub, rid in todo:
@@ -812,7 +874,7 @@ def grade_batch(
                         + (why or "it looks like another submission's name (look-alike letters, "
                            "case or invisible characters)") + ".")
                 try:
-                    job = _start(row, sub, i, solution, secret, work)
+                    job = _start(row, sub, i, solution, secret, work, root=base, batch=links)
                 except Exception as exc:  # a grader-side failure on this submission only
                     _grader_failure(row, _describe(exc))
                     job = None
@@ -860,6 +922,65 @@ def grade_batch(
             raise
         batch.counts = _counts(book.rows.values())
     return batch
+
+
+class CanaryFailed(RuntimeError):
+    """The instructor's own solution did not score full marks under the batch's settings."""
+
+
+def _canary(solution: Solution, runner: Callable[..., None], *, timeout: float, memory_mb: int,
+            sandbox: str, secret: bytes) -> None:
+    """Grade the instructor's solution under the batch's limits first; raise
+    :class:`CanaryFailed`, naming the setting to change, unless it scores full marks.
+
+    A limit that no notebook can meet (``--memory 50``, ``--memory 2`` meant as GB, a
+    ``--timeout`` shorter than the solution's slowest cell, a sandbox that cannot run
+    the course) would otherwise make every row ``crashed`` or ``timeout`` and charge
+    each student for the setting; this stops before any row is written.
+    """
+    work = None
+    try:
+        work = Path(tempfile.mkdtemp(prefix="kpca-canary-"))
+        nb = with_answers(release_notebook(solution), solution.nb)
+        sub = work / f"{solution.assignment}.ipynb"
+        sub.write_text(json.dumps(nb), encoding="utf-8")
+    except OSError as exc:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return  # no scratch space: every row becomes a grader failure (see _scratch_full)
+        raise
+    try:
+        row = Row("the instructor's solution", str(sub), max_score=solution.max_score,
+                  questions={q: 0.0 for q in solution.questions}, sandbox=sandbox)
+        job = _start(row, sub, 0, solution, secret, work, root=work)
+        if job is not None:
+            _run_jobs([job], work, timeout, memory_mb, 1, _Progress(1, False), sandbox=sandbox,
+                      runner=runner)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if row.status == "graded" and row.score >= row.max_score:
+        return
+    said = " ".join([*row.messages, *(m for q in row.notes.values() for m in q)])[:600]
+    plain = re.sub(r"\\(.)", r"\1", said)  # the terminal shows text, not Markdown escapes
+    if row.grader_error:
+        fix = (f"the grader itself could not run it ({row.grader_error}): fix that (the "
+               "cluster, the disk, the installation) and grade again")
+    elif row.status == "timeout" or "time limit" in said:
+        fix = (f"--timeout {timeout:g} (seconds per cell) is too short for the solution's "
+               "slowest cell: raise it")
+    elif "memory" in said or "did not start" in said or row.status == "crashed":
+        fix = (f"--memory {memory_mb} (MB per submission) is too small for the solution, or the "
+               f"sandbox ({sandbox}) cannot run it: raise --memory (2048 is the default; the unit "
+               "is MB) and check `--sandbox`")
+    else:
+        fix = ("the solution itself does not pass its checks here: run `kpca-course release "
+               "--check` and the solutions notebook, and check --timeout, --memory and --sandbox")
+    raise CanaryFailed(
+        f"the instructor's solution scored {format_points(row.score)} / "
+        f"{format_points(row.max_score)} (status {row.status}) under these settings, so no "
+        f"submission was graded and nothing was written: {fix}. What the grader saw: "
+        f"{visible(plain) or 'no message'}")
 
 
 def _open_runner(cluster: Any, sandbox: str) -> contextlib.AbstractContextManager[Callable[..., None]]:
@@ -911,9 +1032,10 @@ def _counts(records: Any) -> dict[str, int]:
     return counts
 
 
-def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work: Path) -> _Job | None:
+def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work: Path, *,
+           root: Path | None = None, batch: Counter[tuple[int, int]] | None = None) -> _Job | None:
     """Read one submission: a job to run, or ``None`` with the row ``invalid``."""
-    nb, reason = _read_submission(sub, solution.assignment)
+    nb, reason = _read_submission(sub, solution.assignment, root=root, batch=batch)
     if nb is None:
         row.status = "invalid"
         row.messages.append(reason)

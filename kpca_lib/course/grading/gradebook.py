@@ -722,17 +722,25 @@ class Gradebook:
 
 
     def _csv(self) -> str:
+        """``grades.csv``: every cell through :func:`csv_cell`, the header (question ids)
+        included. With ``\\n`` as line terminator, the csv module quotes a cell that holds
+        ``\\n`` but not one that holds ``\\r``, which a spreadsheet reads as a new line (whose
+        first cell could then be a formula): such a row is written with every cell quoted."""
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["submission", "status", "score", "max_score", *self.points,
-                         "run_seconds"])
+        plain = csv.writer(buf, lineterminator="\n")
+        quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+        def write(cells: list[Any]) -> None:
+            texts = [csv_cell(c) for c in cells]
+            (quoted if any("\r" in t for t in texts) else plain).writerow(texts)
+
+        write(["submission", "status", "score", "max_score", *self.points, "run_seconds"])
         for r in self._ordered():
             seconds = r.get("run_seconds")  # absent in a row of an older gradebook
-            cells = [r["submission"], r["status"], format_points(r["score"]),
-                     format_points(r["max_score"]),
-                     *[format_points(r["questions"][q]) for q in self.points],
-                     "" if seconds is None else f"{seconds:.2f}"]
-            writer.writerow([csv_cell(c) for c in cells])
+            write([r["submission"], r["status"], format_points(r["score"]),
+                   format_points(r["max_score"]),
+                   *[format_points(r["questions"][q]) for q in self.points],
+                   "" if seconds is None else f"{seconds:.2f}"])
         return buf.getvalue()
 
     def close(self) -> None:

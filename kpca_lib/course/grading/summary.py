@@ -10,7 +10,10 @@ gradebook's job (:meth:`kpca_lib.course.grading.gradebook.Gradebook.write_genera
 
 Rows from an older gradebook may lack ``run_seconds``; they are counted as such. No
 text a student controls (names, messages) goes into the summary: only the statuses,
-scores, and the check ids and descriptions of ``solutions/``.
+scores, and the check ids and descriptions of ``solutions/``. Those are plain text, and
+``grades.json`` is a file on disk: every text from it is escaped
+(:func:`~kpca_lib.course.grading.text.markdown_text`, with the underscores inside
+identifiers left as they are, so that the tables still read as plain text).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gradebook import STATUSES, format_points
+from .text import markdown_text
 
 __all__ = ["Bin", "QuestionStats", "CheckStats", "Summary", "summarize", "score_bins",
            "summary_markdown", "summary_png", "format_duration", "MAX_PER_POINT_BINS",
@@ -252,13 +256,15 @@ def _percent(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f} %"
 
 
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+def _text(text: Any) -> str:
+    """Text read from the gradebook (ids, descriptions, a status), as literal Markdown."""
+    return markdown_text(str(text), identifiers=True)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
-    """A Markdown table padded so that it is aligned as plain text too."""
-    cells = [[_cell(c) for c in header], *[[_cell(c) for c in r] for r in rows]]
+    """A Markdown table padded so that it is aligned as plain text too. Its cells are
+    Markdown already: the summary's own words and numbers, or text through :func:`_text`."""
+    cells = [list(header), *[list(r) for r in rows]]
     widths = [max(3, *(len(r[i]) for r in cells)) for i in range(len(header))]
 
     def line(r: Sequence[str]) -> str:
@@ -277,7 +283,7 @@ def _statuses(s: Summary) -> str:
         if status == "crashed" and s.grader_failures:
             text += f" ({s.grader_failures} by the grader's fault)"
         parts.append(text)
-    extra = [f"{n} {k}" for k, n in s.counts.items() if k not in STATUSES]
+    extra = [f"{n} {_text(k)}" for k, n in s.counts.items() if k not in STATUSES]
     return ", ".join(parts + extra)
 
 
@@ -287,7 +293,7 @@ def summary_markdown(s: Summary, *, compact: bool = False) -> str:
     ``compact`` (for a terminal): without the note on the file, the five most-failed
     checks only, descriptions cut to :data:`COMPACT_DESCRIPTION` characters.
     """
-    title = f"# Summary: {s.assignment}" if s.assignment else "# Summary"
+    title = f"# Summary: {_text(s.assignment)}" if s.assignment else "# Summary"
     lines = [title, ""]
     if not compact:
         lines += ["Written by `kpca-course grade` from `grades.json` after every batch (this "
@@ -310,7 +316,7 @@ def summary_markdown(s: Summary, *, compact: bool = False) -> str:
         lines.append("")
     lines += ["## Questions", ""]
     lines += _table(["question", "points", "mean", "median", "mean %"],
-                    [[q.id, format_points(q.points), _num(q.mean), _num(q.median),
+                    [[_text(q.id), format_points(q.points), _num(q.mean), _num(q.median),
                       _percent(None if q.mean is None or not q.points else q.mean / q.points)]
                      for q in s.questions], [False, True, True, True, True])
     lines += ["", "## Most-failed checks", ""]
@@ -325,7 +331,7 @@ def summary_markdown(s: Summary, *, compact: bool = False) -> str:
             return text
 
         lines += _table(["check", "question", "description", "kind", "failed", "share"],
-                        [[c.id, c.question, describe(c.description),
+                        [[_text(c.id), _text(c.question), _text(describe(c.description)),
                           "hidden" if c.hidden else "public", str(c.failed), _percent(c.share)]
                          for c in shown],
                         [False, False, False, False, True, True])
