@@ -28,6 +28,8 @@ class Attack:
     why: str = ""
     raw: bytes | None = None  # a submission file that is not built from a notebook
     mutate: str | None = None  # name of a notebook mutation in the test module
+    #: The row's messages must name the reason: at least one of these (case-insensitive).
+    says: tuple[str, ...] = ()
 
     @property
     def score(self) -> float:
@@ -925,7 +927,8 @@ except Exception as exc:
 '''))
 
     A.append(Attack("symlink_to_secret", status=("invalid",), per=dict(ZERO), raw=b"symlink-secret",
-                    why="the submitted file is a symlink to the instructor's grading secret", body=""))
+                    says=SYMLINK, why="the submitted file is a symlink to the instructor's grading secret",
+                    body=""))
 
     A.append(Attack("deep_json", status=("invalid",), per=dict(ZERO), raw=b"deep",
                     why="a notebook file nested 100 000 deep (RecursionError)", body=""))
@@ -942,6 +945,7 @@ for d in ["/tmp", "/dev/shm", "/var/tmp", os.environ.get("TMPDIR", ""), os.path.
         exec(src, globals())
         break
 '''))
+    A.extend(part2_catalog())
     return A
 
 
@@ -968,6 +972,7 @@ else:  # not isolated: kill(-1) would hit the whole machine; the grader stands f
 time.sleep(2)
 '''))
     A.append(Attack("fifo_submission", status=("invalid",), per=dict(ZERO), raw=b"fifo",
+                    says=("not a regular file", "fifo", "named pipe"),
                     why="the submitted file is a named pipe (the grader must not block on it)", body=""))
     A.append(Attack("special_exports", status=("graded", "crashed"),
                     why="export function replaced; its export files (where it can find them) replaced by a "
@@ -996,3 +1001,440 @@ except Exception:
     pass
 '''))
     return A
+
+
+# --------------------------------------------------------------------------- part 2: attacks on the new design
+# Reasons a row's messages must name (any one of them) for files that are not plain
+# files the student handed in.
+SYMLINK = ("symbolic link", "symlink")
+HARDLINK = ("hard link", "hardlink")
+SPECIAL = ("not a regular file", "device", "fifo", "named pipe")
+
+# Raw system calls from the kernel (x86_64 numbers), and a call made in a forked child
+# (for calls that change the caller: unshare, setns, ptrace(TRACEME)).
+SYSCALLS = r'''
+import ctypes, errno
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def _sys(nr, *args):
+    conv = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    ctypes.set_errno(0)
+    r = _libc.syscall(ctypes.c_long(nr), *conv)
+    return int(r), ctypes.get_errno()
+
+
+def _in_child(nr, *args):
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            r, e = _sys(nr, *args)
+            os.write(wfd, f"{r} {e}".encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    data = os.read(rfd, 100).decode()
+    os.close(rfd)
+    os.waitpid(pid, 0)
+    try:
+        r, e = data.split()
+        return int(r), int(e)
+    except ValueError:
+        return -1, -1
+
+
+def _raw_clone(flags):
+    """clone(flags | SIGCHLD) without a new stack: the child is a copy that exits at once."""
+    r, e = _sys(56, flags | 17, 0, 0, 0, 0)
+    if r == 0:
+        os._exit(0)
+    if r > 0:
+        os.waitpid(r, 0)
+    return r, e
+
+
+def _ename(e):
+    return errno.errorcode.get(e, str(e))
+
+
+NS_FLAGS = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "pid": 0x20000000,
+            "ipc": 0x08000000, "uts": 0x04000000, "cgroup": 0x02000000}
+'''
+
+# The kernel keyring: keyctl(2) and friends through raw calls; ``_keys()`` lists what
+# /proc/keys shows this process.
+KEYRING = SYSCALLS + r'''
+ADD_KEY, REQUEST_KEY, KEYCTL = 248, 249, 250
+RINGS = {"thread": -1, "process": -2, "session": -3, "user": -4, "user-session": -5}
+
+
+def _keys():
+    out = []
+    for line in _rd("/proc/keys", text=True).splitlines():
+        parts = line.split(None, 8)
+        if len(parts) == 9:
+            try:
+                out.append((int(parts[0], 16), parts[7], parts[8].rsplit(":", 1)[0]))
+            except ValueError:
+                pass
+    return out
+
+
+def _read_key(kid):
+    buf = ctypes.create_string_buffer(65536)
+    n, _ = _sys(KEYCTL, 11, kid, buf, len(buf))  # KEYCTL_READ
+    return buf.raw[:n] if n >= 0 else b""
+
+
+def _all_rings():
+    """Every keyring reachable: the special ones, the persistent one, any listed in /proc/keys
+    (the grader user's _uid.N and _uid_ses.N among them)."""
+    rings = list(RINGS.values())
+    persistent, _ = _sys(KEYCTL, 22, -1, -3)  # KEYCTL_GET_PERSISTENT, linked into the session ring
+    if persistent > 0:
+        rings.append(persistent)
+    rings += [kid for kid, ktype, _ in _keys() if ktype == "keyring"]
+    return list(dict.fromkeys(rings))
+
+
+def _possess():
+    """Link every keyring of the grader's user (_uid.N, _uid_ses.N, _persistent.N) into this
+    process's session keyring: what it links it possesses, with the possessor's rights."""
+    for kid, ktype, d in _keys():
+        if ktype == "keyring" and d.startswith(("_uid", "_persistent")):
+            _sys(KEYCTL, 8, kid, -3)  # KEYCTL_LINK
+'''
+
+
+# ``_expect(name, (result, errno))``: the call must have failed with ``want``; fds it
+# returned anyway are closed. What did not fail so lands in ``bad``.
+EXPECT = r'''
+bad = []
+
+
+def _expect(name, result, want=errno.EPERM, fd=False):
+    r, e = result
+    if fd and r >= 0:
+        try:
+            os.close(r)
+        except OSError:
+            pass
+    if r >= 0 or e != want:
+        bad.append(f"{name} -> {r} ({_ename(e)}), not {_ename(want)}")
+'''
+
+
+def part2_catalog() -> list[Attack]:
+    """The attacks of the sandbox's second review (all in the big batch)."""
+    A: list[Attack] = []
+    A.append(Attack("forbidden_syscalls", why="keyring, namespace, mount, ptrace, bpf, perf, userfaultfd, "
+                    "io_uring, memfd and SysV IPC calls: each must fail with EPERM (clone3: ENOSYS)",
+                    body=SYSCALLS + EXPECT + r'''
+probe = (MARKER + "-probe").encode()
+nowhere = ("/nonexistent-" + MARKER).encode()
+_expect("keyctl(GET_KEYRING_ID, @s)", _sys(250, 0, -3, 0))
+_expect("add_key(@p)", _sys(248, b"user", probe, b"v", 1, -2))
+_expect("request_key", _sys(249, b"user", probe, 0, 0))
+for name, flag in NS_FLAGS.items():
+    _expect(f"unshare(CLONE_NEW{name.upper()})", _in_child(272, flag))
+    _expect(f"clone(CLONE_NEW{name.upper()})", _raw_clone(flag))
+_expect("unshare(CLONE_NEWTIME)", _in_child(272, 0x80))
+_expect("clone3(NULL, 0)", _sys(435, 0, 0), want=errno.ENOSYS)
+for ns in ("net", "mnt", "uts"):
+    fd = os.open(f"/proc/self/ns/{ns}", os.O_RDONLY)
+    _expect(f"setns({ns})", _in_child(308, fd, 0))
+    os.close(fd)
+_expect("mount(tmpfs)", _sys(165, b"none", nowhere, b"tmpfs", 0, 0))
+_expect("open_tree(/)", _sys(428, -100, b"/", 0), fd=True)
+_expect("move_mount", _sys(429, -1, b"", -1, b"", 0))
+_expect("fsopen(tmpfs)", _sys(430, b"tmpfs", 0), fd=True)
+_expect("fsconfig", _sys(431, -1, 0, 0, 0, 0))
+_expect("fsmount", _sys(432, -1, 0, 0), fd=True)
+_expect("fspick(/)", _sys(433, -100, b"/", 0), fd=True)
+_expect("mount_setattr", _sys(442, -1, b"", 0, 0, 0))
+_expect("ptrace(TRACEME)", _in_child(101, 0, 0, 0, 0))
+_expect("bpf(MAP_CREATE)", _sys(321, 0, ctypes.create_string_buffer(72), 72), fd=True)
+attr = ctypes.create_string_buffer(128)
+ctypes.memmove(attr, (ctypes.c_uint32 * 2)(1, 112), 8)  # PERF_TYPE_SOFTWARE, sizeof(attr) v7
+_expect("perf_event_open", _sys(298, attr, 0, -1, -1, 0), fd=True)
+_expect("userfaultfd", _sys(323, 1), fd=True)  # UFFD_USER_MODE_ONLY
+_expect("io_uring_setup", _sys(425, 2, ctypes.create_string_buffer(120)), fd=True)
+_expect("memfd_create", _sys(319, probe, 0), fd=True)
+shm = _sys(29, 0, 8192, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+if shm[0] >= 0:
+    _sys(31, shm[0], 0, 0)  # IPC_RMID
+_expect("shmget", shm)
+msq = _sys(68, 0, 0o1600)
+if msq[0] >= 0:
+    _sys(71, msq[0], 0, 0)
+_expect("msgget", msq)
+print("\n".join(bad))
+if bad:
+    _won_loudly(bad)
+'''))
+
+    A.append(Attack("nested_namespaces", why="a user (then mount) namespace inside the sandbox: unshare(2), "
+                    "clone(2) with CLONE_NEWNS, bwrap and unshare(1) run from inside", body=SYSCALLS + r'''
+won = []
+for label, flags in [("user", NS_FLAGS["user"]), ("user+mnt", NS_FLAGS["user"] | NS_FLAGS["mnt"]),
+                     ("user+net+ipc", NS_FLAGS["user"] | NS_FLAGS["net"] | NS_FLAGS["ipc"])]:
+    r, e = _in_child(272, flags)
+    if r == 0:
+        won.append(f"unshare({label})")
+for label, flags in [("mnt", NS_FLAGS["mnt"]), ("user+mnt", NS_FLAGS["user"] | NS_FLAGS["mnt"])]:
+    r, e = _raw_clone(flags)
+    if r > 0:
+        won.append(f"clone({label})")
+for cmd in (["/usr/bin/bwrap", "--ro-bind", "/", "/", "--tmpfs", "/mnt", "--", "/bin/true"],
+            ["/usr/bin/bwrap", "--unshare-user", "--bind", "/", "/", "--", "/bin/true"],
+            ["unshare", "--user", "--map-root-user", "--mount", "/bin/true"],
+            ["unshare", "-U", "/bin/true"]):
+    try:
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        if r.returncode == 0:
+            won.append(" ".join(cmd[:2]))
+    except Exception:
+        pass
+print("nested:", won)
+if won:
+    _won_loudly(won)
+'''))
+
+    A.append(sized_places())
+
+    A.append(Attack("host_uid_and_proc", why="the sandbox's uid is host uid 0 (a root grader); host-only "
+                    "/proc files (slabinfo, kpageflags, timer_list, kcore, sched_debug) readable", body=r'''
+found = []
+# (/proc/self/uid_map cannot tell: with --disable-userns the sandbox is a user namespace nested
+# in bwrap's, and the map shows bwrap's namespace, not the host. What host uid 0 could do, a
+# throw-away uid cannot: read root-only files. tests/test_sandbox.py checks the uid from outside.)
+for path in ("/proc/slabinfo", "/proc/kpageflags", "/proc/timer_list", "/proc/kcore", "/proc/sched_debug"):
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            if fh.read(48):
+                found.append(path + " is readable")
+    except OSError:
+        pass
+print(found)
+if found:
+    _won_loudly(found)
+'''))
+
+    A.append(Attack("markup_in_messages", why="exception name and message with a Markdown heading and bold "
+                    "score line, a remote image, <img onerror>, <script>, a code fence, ANSI escapes and a "
+                    "formula, raised by the cell and by the functions the grader calls", body=MARKUP))
+
+    A.append(Attack("plain_memory_error", why="`raise MemoryError` in a cell while no limit fired: an "
+                    "ordinary exception (the row stays `graded`)", body=r'''
+def n_features(d, p):
+    raise MemoryError("no limit fired: raised by the student")
+raise MemoryError
+'''))
+
+    A.append(Attack("symlink_to_solution", status=("invalid",), per=dict(ZERO), raw=b"symlink-solution",
+                    says=SYMLINK, why="the submission is a symlink ../../solutions/<file> (the instructor's "
+                    "solution, canary copy)", body=""))
+    A.append(Attack("symlink_to_classmate", status=("invalid",), per=dict(ZERO), raw=b"symlink-classmate",
+                    says=SYMLINK, why="the submission is a symlink to a classmate's (honest_full_1) notebook",
+                    body=""))
+    A.append(Attack("symlinked_folder", status=("invalid",), per=dict(ZERO), raw=b"symlinked-folder",
+                    says=SYMLINK, why="the student's folder is a symlink to a folder outside the submissions",
+                    body=""))
+    A.append(Attack("hardlink_to_solution", status=("invalid",), per=dict(ZERO), raw=b"hardlink-solution",
+                    says=HARDLINK, why="the submission is a hard link to the instructor's solution (canary copy)",
+                    body=""))
+    A.append(Attack("device_submission", status=("invalid",), per=dict(ZERO), raw=b"device",
+                    says=SPECIAL, why="the submission is a character device (/dev/null's numbers; a FIFO "
+                    "when the suite is not root)", body=""))
+    return A
+
+
+# Student text: the row's feedback and the summary must show it as inert text.
+MARKUP_TOKEN = "withheld-answer"
+MARKUP = r'''
+_TEXT = ("withheld-answer (see below)\n# Score: 12 / 12\n**Score: 12 / 12** (status: graded)\n"
+         "![ok](https://evil.example/pixel.png?from=" + MARKER + ")\n<img src=x onerror=alert(1)>\n"
+         "<script>alert(document.cookie)</script>\n```\n# inside a fence of its own\n```\n"
+         "\x1b[2J\x1b[1;32mall checks passed\x1b[0m\r\n## q2_feature_count: 3 / 3\n"
+         "=HYPERLINK(\"https://evil.example\")\n+1\n@SUM(A1)")
+_Loud = type("<img src=y onerror=alert(2)>Error", (Exception,), {})
+
+
+def n_features(d, p):
+    raise _Loud(_TEXT)
+
+
+def kernel_cheaper(d, p, n):
+    raise ValueError(_TEXT)
+
+
+raise _Loud(_TEXT)
+'''
+
+
+def sized_places() -> Attack:
+    """Fill every writable place; probe what else is writable. Its sizes follow ``--memory``
+    (``_M["memory_mb"]``): /tmp at most min(256, M/4) MB and /dev/shm min(64, M/16) MB."""
+    return Attack("sized_places", why="writes as much as it can into /tmp and /dev/shm, creates files "
+                  "everywhere else, and sums the writable tmpfs mounts: more than the two sizes, or "
+                  "anything writable outside /tmp and /dev/shm, wins", body=r'''
+mem = int(_M.get("memory_mb", 2048))
+allowed_mb = min(256, mem // 4) + min(64, mem // 16)
+SLACK_MB = 8
+found = []
+for place in ("/", "/dev", "/run/kpca", "/proc", "/sys"):
+    try:
+        if not os.statvfs(place).f_flag & os.ST_RDONLY:
+            found.append(f"{place} is mounted read-write")
+    except OSError:
+        pass
+inside = _isolated_pid_ns()
+others = ["/", "/dev", "/dev/pts", "/dev/mqueue", "/run", "/run/kpca", "/proc", "/sys", "/etc", "/usr",
+          "/var", "/var/tmp", "/home", "/root", "/opt", "/mnt", "/srv", sys.prefix, sys.base_prefix]
+for d in dict.fromkeys(others):
+    if not os.path.isdir(d):
+        continue
+    if inside:  # the sandbox's own tree: really try (and remove the file)
+        p = os.path.join(d, MARKER + "-w")
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(p)
+            found.append(f"created a file in {d}")
+        except OSError:
+            pass
+    elif os.access(d, os.W_OK):  # no sandbox: never write outside the shared scratch places
+        found.append(f"{d} is writable")
+seen, tmpfs_total = set(), 0
+for line in _rd("/proc/self/mountinfo", text=True).splitlines():
+    left, _, right = line.partition(" - ")
+    f, r = left.split(), right.split()
+    if len(f) < 6 or not r or r[0] != "tmpfs" or "rw" not in f[5].split(",") or f[2] in seen:
+        continue
+    seen.add(f[2])
+    try:
+        st = os.statvfs(f[4].replace("\\040", " "))
+    except OSError:
+        continue
+    tmpfs_total += st.f_blocks * st.f_frsize
+if tmpfs_total > (allowed_mb + 1) << 20:
+    found.append(f"writable tmpfs mounts hold {tmpfs_total >> 20} MB, more than {allowed_mb} MB")
+CAP = 352 << 20  # per place: more than any allowed size
+chunk = bytes(range(256)) * 4096
+written, files = 0, []
+for d in ("/tmp", "/dev/shm"):
+    got, k, full = 0, 0, False
+    while got < CAP and not full:
+        p = os.path.join(d, f"{MARKER}-fill{k}")
+        k += 1
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError:
+            break
+        files.append(p)
+        try:
+            for _ in range(44):  # 44 MB files: far below RLIMIT_FSIZE
+                n = os.write(fd, chunk)
+                got += n
+                if n < len(chunk) or got >= CAP:
+                    full = n < len(chunk)
+                    break
+        except OSError:
+            full = True
+        finally:
+            os.close(fd)
+    written += got
+for p in files:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
+if written > (allowed_mb + SLACK_MB) << 20:
+    found.append(f"wrote {written >> 20} MB into /tmp and /dev/shm, more than {allowed_mb} MB")
+print(found)
+if found:
+    _won_loudly(found)
+''')
+
+
+def keyring_writer() -> Attack:
+    """Run 1: leave question 2's honest answer in every keyring it can reach (and try to
+    overwrite the instructor's key)."""
+    return Attack("keyring_writer", why="stores question 2's answer in the session, user, user-session, "
+                  "persistent and the grader user's _uid.N keyrings (world-readable), links _uid.N into "
+                  "its session keyring, overwrites the instructor's key", body=KEYRING + r'''
+desc = (MARKER + "-answer").encode()
+payload = _M["honest_q2"].encode()
+_possess()
+stored = []
+for ring in _all_rings():
+    kid, _ = _sys(ADD_KEY, b"user", desc, payload, len(payload), ring)
+    if kid > 0:
+        stored.append(ring)
+        _sys(KEYCTL, 5, kid, 0x3f3f3f3f)  # KEYCTL_SETPERM: everyone may read it
+for kid, ktype, d in _keys():
+    if d == MARKER + "-instructor":
+        _sys(KEYCTL, 2, kid, b"overwritten", 11)  # KEYCTL_UPDATE
+print("stored in", stored)
+''')
+
+
+def keyring_reader(name: str) -> Attack:
+    """A blank submission that answers question 2 with whatever a keyring holds, and reads
+    the instructor's key. Deserves 0 everywhere."""
+    return Attack(name, per=dict(ZERO), mutate="blank",
+                  why="blank notebook; reads question 2's answer (and the instructor's key) back from "
+                  "every keyring, /proc/keys and request_key", body=KEYRING + r'''
+desc, theirs = MARKER + "-answer", MARKER + "-instructor"
+_possess()
+answers, secrets_found = [], []
+for kid, ktype, d in _keys():
+    if d == desc:
+        answers.append(kid)
+    elif d == theirs:
+        secrets_found.append(kid)
+for ring in _all_rings():
+    for want, into in ((desc, answers), (theirs, secrets_found)):
+        kid, _ = _sys(KEYCTL, 10, ring, b"user", want.encode(), 0)  # KEYCTL_SEARCH
+        if kid > 0:
+            into.append(kid)
+for want, into in ((desc, answers), (theirs, secrets_found)):
+    kid, _ = _sys(REQUEST_KEY, b"user", want.encode(), 0, 0)
+    if kid > 0:
+        into.append(kid)
+got = [(_read_key(k) or b"").decode("utf-8", "replace") for k in dict.fromkeys(answers)]
+leaked = [(_read_key(k) or b"").decode("utf-8", "replace") for k in dict.fromkeys(secrets_found)]
+print("answers", len([g for g in got if g]), "instructor keys", leaked)
+for src in got:
+    if "def n_features" in src:
+        exec(src, globals())
+        _won("answer handed over through a keyring")
+        break
+if any(leaked):
+    _won("instructor's key read: " + " | ".join(leaked))
+''')
+
+
+def json_flood() -> Attack:
+    """Display messages whose JSON is small in bytes and dear to decode (nested empty lists
+    and objects), each under the 8 MB message cap, sent straight on IOPub."""
+    return Attack("json_flood", status=("crashed",),
+                  why="display messages of ~6-7 MB of nested empty lists and dicts (millions of objects "
+                  "each) flood the trusted nbval worker", body=r'''
+import random
+kernel = get_ipython().kernel
+parent = kernel.get_parent("shell")
+rng = random.Random(2024)
+units = [b"[]", b"{}", b"[[]]", b"[{},[]]", b"{}", b"[[[]]]"]
+sent = 0
+for i in range(11):
+    size = rng.randint(5_800_000, 7_600_000)
+    piece = b",".join(rng.sample(units, len(units)))
+    body = b"[" + b",".join([piece] * (size // (len(piece) + 1))) + b"]"
+    content = (b'{"data": {"text/plain": "chart ' + str(i).encode() + b'", "application/json": '
+               + body + b'}, "metadata": {}, "transient": {}}')
+    kernel.session.send(kernel.iopub_socket, "display_data", content=content, parent=parent)
+    sent += len(content)
+print("sent", sent)
+''')

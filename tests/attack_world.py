@@ -8,13 +8,20 @@ folders; a TMPDIR for the grader; and ``pids/``, where attacks try to leave flag
 The grader runs as ``python -m kpca_lib.course.cli grade`` in a subprocess with
 HOME, TMPDIR and ``KPCA_GRADING_SECRET`` (a canary) of that world, on a pty
 (an instructor's terminal).
+
+It also plants and removes keys in the test process's own kernel keyrings (the
+instructor's keys that no sandbox may read), and writes submissions that are not
+plain files (symbolic and hard links, a symlinked folder, a FIFO, a device).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import csv
+import ctypes
+import errno
 import hashlib
 import io
 import json
@@ -24,6 +31,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -84,6 +92,12 @@ class World:
     connections: list = field(default_factory=list)
     sockdir: Path | None = None
     unix_listeners: list = field(default_factory=list)
+    #: ``--memory`` of the batches graded in this world (the attacks size their probes by it).
+    memory_mb: int = 2048
+    #: Variables added to the grader's environment (e.g. ``KPCA_SANDBOX_NO_CGROUPS``).
+    extra_env: dict = field(default_factory=dict)
+    #: Every ``--out`` graded into in this world so far (left out of its snapshots).
+    outs: list = field(default_factory=list)
 
     def close(self) -> None:
         for sock in [self.listener, *self.unix_listeners]:
@@ -106,6 +120,7 @@ class World:
             # already): here it goes beside the world, so the fake HOME stays a pure canary.
             "MPLCONFIGDIR": str(self.base / "mplconfig"),
         })
+        env.update(self.extra_env)
         return env
 
     def config(self, name: str) -> dict:
@@ -114,6 +129,7 @@ class World:
             "home": str(self.home), "solutions": str(self.solutions), "subs": str(self.subs),
             "out": str(self.out), "port": self.port, "test_pid_ns": os.readlink("/proc/self/ns/pid"),
             "honest_q2": honest("q2-answer"), "sockdir": str(self.sockdir), "soldirs": [str(self.solutions), str(ROOT / "solutions")],
+            "memory_mb": self.memory_mb,
         }
 
 
@@ -183,11 +199,43 @@ def make_world(base: Path) -> World:
 
 
 def write_submission(world: World, student: str, nb=None, raw: bytes | None = None) -> Path:
+    """Write ``student``'s submission: a notebook, raw bytes, or (``raw`` names it) a file
+    that is not a plain file the student handed in:
+
+    * ``symlink-secret``: a symlink to the instructor's grading secret;
+    * ``symlink-solution``: a relative symlink ``../../solutions/<file>`` (the canary copy
+      of the instructor's solution, as the README lays the course out);
+    * ``symlink-classmate``: a relative symlink to ``honest_full_1``'s notebook;
+    * ``symlinked-folder``: the student's folder is a symlink to a folder outside the
+      submissions that holds a full notebook;
+    * ``hardlink-solution``: a hard link to the canary solution;
+    * ``fifo``: a named pipe; ``device``: a character device with ``/dev/null``'s numbers
+      (a FIFO when the suite is not root and cannot make one).
+    """
     folder = world.subs / student
-    folder.mkdir()
     path = folder / FILE
+    if raw == b"symlinked-folder":
+        elsewhere = world.base / f"outside-{student}"
+        elsewhere.mkdir()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.write(student_copy(), elsewhere / FILE)
+        folder.symlink_to(elsewhere, target_is_directory=True)
+        return path
+    folder.mkdir()
     if raw == b"symlink-secret":
         path.symlink_to(world.home / ".config" / "kpca-course" / "grading-secret")
+    elif raw == b"symlink-solution":
+        path.symlink_to(Path("..", "..", world.solutions.name, FILE))
+    elif raw == b"symlink-classmate":
+        path.symlink_to(Path("..", "honest_full_1", FILE))
+    elif raw == b"hardlink-solution":
+        os.link(world.solutions / FILE, path)
+    elif raw == b"device":
+        if os.geteuid() == 0:
+            os.mknod(path, stat.S_IFCHR | 0o644, os.makedev(1, 3))
+        else:  # only root makes device nodes: the same rule covers a FIFO
+            os.mkfifo(path)
     elif raw == b"fifo":
         os.mkfifo(path)
     elif raw is not None:
@@ -208,9 +256,15 @@ class GraderRun:
     hung: bool = False
 
 
-def run_grader(world: World, paths: list[Path], *extra: str, out: Path | None = None) -> GraderRun:
-    """Run the CLI on a pty; return its exit code and everything it printed."""
+def run_grader(world: World, paths: list[Path], *extra: str, out: Path | None = None,
+               hang_guard: float | None = None) -> GraderRun:
+    """Run the CLI on a pty; return its exit code and everything it printed.
+
+    ``extra`` comes after the documented flags, so ``--memory 1024`` there wins;
+    ``hang_guard`` (default :data:`HANG_GUARD`): seconds after which the grader has hung.
+    """
     out = out or world.out
+    guard = HANG_GUARD if hang_guard is None else hang_guard
     cmd = [sys.executable, "-m", "kpca_lib.course.cli", "grade", "--assignment", ASSIGNMENT,
            "--timeout", "30", "--jobs", "2", "--memory", "2048", "--out", str(out),
            "--solutions", str(world.solutions), *SANDBOX_FLAGS, *extra, *[str(p) for p in paths]]
@@ -250,7 +304,7 @@ def run_grader(world: World, paths: list[Path], *extra: str, out: Path | None = 
         state = _state(proc.pid)
         if state == "T":  # stopped by a submission: a grader that never finishes
             run.stopped = True
-        elif time.monotonic() - start > HANG_GUARD:
+        elif time.monotonic() - start > guard:
             run.hung = True
         if run.stopped or run.hung:
             proc.kill()
@@ -260,6 +314,33 @@ def run_grader(world: World, paths: list[Path], *extra: str, out: Path | None = 
     os.close(master)
     run.output = b"".join(chunks).decode("utf-8", "replace")
     return run
+
+
+@dataclass
+class CliRun:
+    rc: int | None
+    stdout: str
+    stderr: str
+    hung: bool = False
+
+
+def run_cli(world: World, paths: list[Path], *flags: str, out: Path, hang_guard: float = 600.0) -> CliRun:
+    """``kpca-course grade`` with ``flags`` (they replace the documented ``--timeout``,
+    ``--memory`` and ``--jobs``), stdout and stderr apart, no terminal."""
+    cmd = [sys.executable, "-m", "kpca_lib.course.cli", "grade", "--assignment", ASSIGNMENT,
+           "--out", str(out), "--solutions", str(world.solutions), *SANDBOX_FLAGS, *flags,
+           *[str(p) for p in paths]]
+    proc = subprocess.Popen(cmd, cwd=world.course, env=world.env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=hang_guard)
+        return CliRun(proc.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return CliRun(proc.returncode, stdout, stderr, hung=True)
 
 
 def _state(pid: int) -> str:
@@ -282,15 +363,19 @@ class Gradebook:
 
 
 def student_of(entry: dict, subs: Path) -> str | None:
-    """The student folder a gradebook row belongs to (by its file path, else its row id)."""
+    """The student folder a gradebook row belongs to (by its file path as given, never
+    through a symlink, else its row id)."""
     for key in ("file", "path"):
         value = entry.get(key)
         if isinstance(value, str) and value:
             p = Path(value)
-            try:
-                return p.resolve().relative_to(subs.resolve()).parts[0]
-            except (ValueError, IndexError, OSError):
-                pass
+            for resolve in (False, True):
+                try:
+                    if resolve:
+                        return p.resolve().relative_to(subs.resolve()).parts[0]
+                    return Path(os.path.abspath(p)).relative_to(os.path.abspath(subs)).parts[0]
+                except (ValueError, IndexError, OSError):
+                    pass
     sub = entry.get("submission")
     if isinstance(sub, str) and "/" in sub:
         return sub.split("/")[0].lstrip("'")
@@ -445,3 +530,68 @@ def remove_marker_files(marker: str) -> None:
                 p.unlink()
             except OSError:
                 pass
+
+
+# --------------------------------------------------------------------------- the test process's keyrings
+ADD_KEY, KEYCTL = 248, 250  # x86_64 syscall numbers
+KEYCTL_LINK, KEYCTL_READ, KEYCTL_INVALIDATE = 8, 11, 21
+KEY_SPEC_SESSION, KEY_SPEC_USER = -3, -4
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+
+
+def _syscall(nr: int, *args) -> tuple[int, int]:
+    conv = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    ctypes.set_errno(0)
+    result = _LIBC.syscall(ctypes.c_long(nr), *conv)
+    return result, ctypes.get_errno()
+
+
+def plant_key(description: str, payload: str, ring: int) -> tuple[int | None, str]:
+    """Add a ``user`` key to one of this process's keyrings: ``(key id, "")`` or
+    ``(None, why)`` (a host whose own seccomp profile blocks the keyring calls)."""
+    data = payload.encode()
+    kid, err = _syscall(ADD_KEY, b"user", description.encode(), data, len(data), ring)
+    if kid < 0:
+        return None, errno.errorcode.get(err, str(err))
+    return kid, ""
+
+
+def link_user_keyring() -> None:
+    """Link the user keyring into the session keyring, as pam_keyinit does at a login: this
+    process (and what it starts) then possesses its user keyring's keys."""
+    _syscall(KEYCTL, KEYCTL_LINK, KEY_SPEC_USER, KEY_SPEC_SESSION)
+
+
+def read_key(kid: int) -> bytes | None:
+    buf = ctypes.create_string_buffer(65536)
+    n, _ = _syscall(KEYCTL, KEYCTL_READ, kid, buf, len(buf))
+    return buf.raw[:n] if n >= 0 else None
+
+
+def visible_keys() -> list[tuple[int, str, str]]:
+    """``(id, type, description)`` of every key this process may view (``/proc/keys``)."""
+    try:
+        text = Path("/proc/keys").read_text()
+    except OSError:
+        return []
+    keys = []
+    for line in text.splitlines():
+        parts = line.split(None, 8)
+        if len(parts) == 9:
+            keys.append((int(parts[0], 16), parts[7], parts[8].rsplit(":", 1)[0]))
+    return keys
+
+
+def drop_marker_keys(marker: str) -> None:
+    """Invalidate every key this process can see whose description carries the marker
+    (a few rounds: the kernel removes invalidated keys lazily). The user keyring is linked
+    first: a key there is only this process's to remove when it possesses it."""
+    link_user_keyring()
+    for _ in range(5):
+        left = [kid for kid, _, description in visible_keys() if marker in description]
+        if not left:
+            return
+        for kid in left:
+            _syscall(KEYCTL, KEYCTL_INVALIDATE, kid)
+        time.sleep(0.2)

@@ -13,7 +13,9 @@ exactly the honest grades; nothing outside the output folder changes; no canary
 reaches the gradebook or the CLI's output; no process started by a submission
 outlives the grader; the gradebook is valid CSV and JSON and is not edited after the
 grader returns. Attacks on the grader process itself (SIGKILL, SIGSTOP, kill(-1),
-special files as exports) have their own small batch.
+special files as exports) have their own small batch. The second review's attacks
+that need more than one grader run, other flags or a chunk of their own are in
+tests/test_grading_attacks_2.py, with the same machinery (``grade_batch`` and the checks).
 
 No assertion depends on timing: the only waits are a hang guard (a failure) and a
 bounded number of polls for processes to be gone.
@@ -22,6 +24,7 @@ bounded number of polls for processes to be gone.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -40,8 +43,8 @@ FOLDER = {"csv_injection": "=1+2-csv_injection"}  # a row id that starts like a 
 GROUP = 5  # a full and a blank neighbour before every GROUP attacks
 
 
-def folder_of(name: str) -> str:
-    return FOLDER.get(name, name)
+def folder_of(name: str, prefix: str = "") -> str:
+    return prefix + FOLDER.get(name, name)
 
 
 def attack_notebook(world: W.World, attack: C.Attack):
@@ -52,7 +55,7 @@ def attack_notebook(world: W.World, attack: C.Attack):
         depth = 100_000
         return None, ('{"cells": [], "metadata": {"x": ' + "[" * depth + "]" * depth
                       + '}, "nbformat": 4, "nbformat_minor": 5}').encode()
-    nb = W.student_copy()
+    nb = W.blank() if attack.mutate == "blank" else W.student_copy()
     if attack.mutate == "full":
         return nb, None
     if attack.mutate == "object_id":
@@ -86,43 +89,64 @@ class Batch:
     paths: list[Path]
     before: dict[str, dict]
     csv_at_return: bytes | None
+    out: Path  # this run's --out
+    prefix: str = ""  # of every student folder of this batch (several runs in one world)
 
     def gradebook(self) -> W.Gradebook:
         """The gradebook, even after a failed run if it was written (the exit code is checked
         by its own test)."""
-        assert (self.world.out / "grades.csv").exists() and (self.world.out / "grades.json").exists(), (
+        assert (self.out / "grades.csv").exists() and (self.out / "grades.json").exists(), (
             f"no gradebook: exit code {self.run.rc}, stopped={self.run.stopped}, "
             f"hung={self.run.hung}; output tail:\n{self.run.output[-3000:]}")
-        return W.read_gradebook(self.world.out, self.world.subs)
+        return W.read_gradebook(self.out, self.world.subs)
+
+    def folder(self, name: str) -> str:
+        return folder_of(name, self.prefix)
+
+    def row(self, name: str) -> dict:
+        """An attack's row in grades.json."""
+        return self.gradebook().by_student[self.folder(name)]
+
+    def feedback(self, name: str) -> str:
+        """An attack's feedback file."""
+        rel = self.row(name).get("feedback")
+        assert isinstance(rel, str) and rel.startswith("feedback/"), f"{name}: no feedback file ({rel!r})"
+        return (self.out / rel).read_text(encoding="utf-8")
 
 
-def grade_batch(world: W.World, attacks: list[C.Attack]) -> Batch:
+def grade_batch(world: W.World, attacks: list[C.Attack], *extra: str, prefix: str = "",
+                out: Path | None = None, hang_guard: float | None = None) -> Batch:
+    """Write the attacks' submissions with a full and a blank honest neighbour before every
+    GROUP attacks and after the last (student folders named with ``prefix``), then grade
+    them all in one run of the CLI (``extra`` flags after the documented ones) into ``out``."""
+    out = out or world.out
     paths, honest, by_name = [], {}, {}
     k = 0
 
     def neighbours() -> None:
         nonlocal k
         k += 1
-        paths.append(W.write_submission(world, f"honest_full_{k}", honest_full(world)))
-        honest[f"honest_full_{k}"] = "full"
-        paths.append(W.write_submission(world, f"honest_blank_{k}", W.blank()))
-        honest[f"honest_blank_{k}"] = "blank"
+        paths.append(W.write_submission(world, f"{prefix}honest_full_{k}", honest_full(world)))
+        honest[f"{prefix}honest_full_{k}"] = "full"
+        paths.append(W.write_submission(world, f"{prefix}honest_blank_{k}", W.blank()))
+        honest[f"{prefix}honest_blank_{k}"] = "blank"
 
     for i, attack in enumerate(attacks):
         if i % GROUP == 0:
             neighbours()
         nb, raw = attack_notebook(world, attack)
-        paths.append(W.write_submission(world, folder_of(attack.name), nb, raw))
+        paths.append(W.write_submission(world, folder_of(attack.name, prefix), nb, raw))
         by_name[attack.name] = attack
     neighbours()
+    world.outs.append(out)
     before = {
         "home": W.snapshot(world.home),
-        "course": W.snapshot(world.course, skip=(world.out,)),
+        "course": W.snapshot(world.course, skip=(world.out, *world.outs)),
     }
-    run = W.run_grader(world, paths)
-    csv_path = world.out / "grades.csv"
+    run = W.run_grader(world, paths, *extra, out=out, hang_guard=hang_guard)
+    csv_path = out / "grades.csv"
     csv_at_return = csv_path.read_bytes() if csv_path.exists() else None
-    return Batch(world, run, by_name, honest, paths, before, csv_at_return)
+    return Batch(world, run, by_name, honest, paths, before, csv_at_return, out, prefix)
 
 
 def cleanup(world: W.World) -> None:
@@ -154,7 +178,7 @@ def check_gradebook_valid(b: Batch) -> None:
     assert header[:4] == ["submission", "status", "score", "max_score"], header
     assert header[4:] == [*C.Q, "run_seconds"], header
     assert not g.unmapped, f"rows that name no student folder: {g.unmapped}"
-    expected = {folder_of(n) for n in b.attacks} | set(b.honest)
+    expected = {b.folder(n) for n in b.attacks} | set(b.honest)
     assert set(g.by_student) == expected, (
         f"missing rows: {sorted(expected - set(g.by_student))}; extra: {sorted(set(g.by_student) - expected)}")
     assert len(g.json_data["submissions"]) == len(b.paths) == len(g.csv_rows)
@@ -182,20 +206,34 @@ def check_honest(b: Batch) -> None:
     assert not wrong, "honest neighbours' grades moved:\n" + "\n".join(wrong)
 
 
+def won_flags(b: Batch, name: str) -> str:
+    """What an attack wrote into its flag file when it got through (``_won``), if anything."""
+    try:
+        return (b.world.pids / f"{name}.won").read_text(errors="replace")[:2000]
+    except OSError:
+        return ""
+
+
 def check_attack_row(b: Batch, name: str) -> None:
     attack = b.attacks[name]
-    e = b.gradebook().by_student[folder_of(name)]
+    e = b.gradebook().by_student[b.folder(name)]
     got = (e["status"], float(e["score"]), {q: float(e["questions"][q]) for q in C.Q})
+    flags = won_flags(b, name)
     assert e["status"] in attack.status and got[1:] == (attack.score, attack.per), (
         f"{name} ({attack.why}): expected status {attack.status}, score {attack.score:g} "
-        f"{attack.per}; got {got}; messages: {e.get('messages')}")
+        f"{attack.per}; got {got}; messages: {e.get('messages')}; notes: {e.get('notes')}"
+        + (f"; the attack got through: {flags}" if flags else ""))
+    if attack.says:
+        text = " ".join(map(str, e.get("messages") or [])).lower()
+        assert any(s.lower() in text for s in attack.says), (
+            f"{name}: the row's messages do not name the reason (one of {attack.says}): {e.get('messages')}")
 
 
 def check_world_intact(b: Batch) -> None:
     w = b.world
     assert W.snapshot(w.home) == b.before["home"], "the fake HOME changed: " + str(
         _diff(b.before["home"], W.snapshot(w.home)))
-    after = W.snapshot(w.course, skip=(w.out,))
+    after = W.snapshot(w.course, skip=(w.out, *w.outs))
     assert after == b.before["course"], "the course folder changed: " + str(_diff(b.before["course"], after))
     assert (w.teaching / "notes.txt").read_text().endswith(w.canaries["notes"] + "\n")
     assert not w.out.is_symlink(), "the output folder is a symlink"
@@ -213,7 +251,7 @@ def _diff(a: dict, b: dict) -> dict:
 
 
 def check_no_canary(b: Batch) -> None:
-    blobs = W.tree_blobs(b.world.out)
+    blobs = W.tree_blobs(b.out)
     blobs["CLI output"] = b.run.output.encode()
     hits = W.find_canaries(b.world, blobs)
     assert not hits, f"canaries leaked: {hits[:20]}"
@@ -276,11 +314,79 @@ def test_no_submission_process_survives(batch):
     check_no_survivors(batch)
 
 
+QUESTION_HEADING = re.compile(r"## (" + "|".join(C.Q) + r"): ")
+#: Lines of the markup attack's message (tests/attack_catalog.py, MARKUP).
+MARKUP_LINES = (C.MARKUP_TOKEN, "Score: 12 / 12", "inside a fence of its own", "q2_feature_count: 3 / 3")
+
+
+def check_inert(text: str, where: str, *, feedback: bool) -> list[str]:
+    """Why ``text`` (Markdown the grader wrote) shows student text as anything but inert
+    text: a heading or bold score line not the grader's own, an image, HTML, an event
+    handler, a terminal escape. Read both as lines (the contract) and as rendered HTML."""
+    import mistune
+
+    problems = []
+    for ch in ("\x1b", "\x9b", "\x07"):
+        if ch in text:
+            problems.append(f"{where}: a raw control character {ch!r} (terminal escape)")
+    lines = text.splitlines()
+    own_h = {0} if feedback and lines and lines[0].startswith("# Feedback: ") else set()
+    scores = [i for i, line in enumerate(lines) if line.startswith("**Score")]
+    for i, line in enumerate(lines):
+        if not line.startswith(("#", "**Score")):
+            continue
+        # feedback.md: only the grader's own headings; summary.md (headings of its own, no
+        # student text): no line of the student's text
+        if feedback and line.startswith("#") and i not in own_h and not QUESTION_HEADING.match(line):
+            problems.append(f"{where}: line {i + 1} is a heading that is not the grader's: {line[:120]!r}")
+        elif not feedback and any(s in line for s in MARKUP_LINES):
+            problems.append(f"{where}: line {i + 1} is the student's text as a heading: {line[:120]!r}")
+    if feedback and len(scores) != 1:
+        problems.append(f"{where}: {len(scores)} lines start with '**Score' (the grader writes one): "
+                        + "; ".join(repr(lines[i][:80]) for i in scores))
+    html = mistune.create_markdown(escape=False)(text)
+    low = html.lower()
+    for tag in ("<img", "<script", "<iframe", "<svg"):
+        if tag in low:
+            problems.append(f"{where}: rendered HTML has {tag}: {html[low.index(tag):][:120]!r}")
+    if re.search(r"<[a-z][^>]*\son[a-z]+\s*=", low):
+        problems.append(f"{where}: rendered HTML has an event handler attribute")
+    heads = re.findall(r"<h([1-6])[^>]*>(.*?)</h\1>", html, flags=re.S)
+    if feedback:
+        want = [("1", "Feedback:")] + [("2", q) for q in C.Q]
+        got = [(level, body.strip()) for level, body in heads]
+        if len(got) != len(want) or any(g[0] != w[0] or not g[1].startswith(w[1]) for g, w in zip(got, want, strict=True)):
+            problems.append(f"{where}: rendered headings are not only the grader's: {got}")
+    strong = [b for b in re.findall(r"<strong>(.*?)</strong>", html, flags=re.S) if "Score" in b]
+    if len(strong) > (1 if feedback else 0):
+        problems.append(f"{where}: bold score lines in the rendered HTML: {strong}")
+    for _, body in heads:
+        if C.MARKUP_TOKEN in body or "12 / 12" in body:
+            problems.append(f"{where}: student text became a heading: {body[:120]!r}")
+    return problems
+
+
+def test_student_text_is_inert(batch):
+    """An exception's name and message (a heading, a bold score, an image, HTML, a fence,
+    ANSI escapes, a formula) appear in feedback.md and summary.md only as inert text."""
+    text = batch.feedback("markup_in_messages")
+    assert C.MARKUP_TOKEN in text, (
+        "the exception's message does not reach the feedback at all (the suite expects it, escaped):\n"
+        + text[:3000])
+    problems = check_inert(text, "feedback.md", feedback=True)
+    summary = batch.out / "summary.md"
+    assert summary.exists(), "no summary.md"
+    problems += check_inert(summary.read_text(encoding="utf-8"), "summary.md", feedback=False)
+    if "\x1b[2J" in batch.run.output:
+        problems.append("the student's terminal escapes reached the grader's terminal")
+    assert not problems, "\n".join(problems) + "\n--- feedback.md ---\n" + text[:4000]
+
+
 def test_gradebook_not_edited_after_the_grader_returned(batch):
     """Last in the module: processes left behind had all the suite's run time to act."""
     W.wait_for_no_survivors(batch.world.marker)
     assert batch.csv_at_return is not None, "no grades.csv"
-    now = (batch.world.out / "grades.csv").read_bytes()
+    now = (batch.out / "grades.csv").read_bytes()
     assert now == batch.csv_at_return, "grades.csv changed after the grader returned"
     check_gradebook_valid(batch)  # CSV still agrees with the JSON
 
@@ -295,31 +401,39 @@ def killers(tmp_path_factory):
         cleanup(world)
 
 
-class TestGraderProcessAttacks:
+class BatchChecks:
+    """What every small batch must show; a ``Test*`` subclass provides the ``batch`` fixture."""
+
+    def test_grader_finished(self, batch):
+        check_finished(batch)
+
+    def test_gradebook_is_valid(self, batch):
+        check_gradebook_valid(batch)
+
+    def test_honest_neighbours_keep_their_grades(self, batch):
+        check_honest(batch)
+
+    def test_nothing_outside_the_gradebook_changed(self, batch):
+        check_world_intact(batch)
+
+    def test_no_canary_in_gradebook_or_output(self, batch):
+        check_no_canary(batch)
+
+    def test_no_submission_process_survives(self, batch):
+        check_no_survivors(batch)
+
+
+class TestGraderProcessAttacks(BatchChecks):
     """SIGKILL, SIGSTOP, kill(-1), special files: a batch of their own (a class, so that
     ``--dist loadscope`` may grade it beside the big batch)."""
 
-    def test_grader_finished(self, killers):
-        check_finished(killers)
-
-    def test_gradebook_is_valid(self, killers):
-        check_gradebook_valid(killers)
-
-    def test_honest_neighbours_keep_their_grades(self, killers):
-        check_honest(killers)
+    @pytest.fixture(scope="class")
+    def batch(self, killers):
+        return killers
 
     @pytest.mark.parametrize("name", [a.name for a in KILLERS])
-    def test_attack_gets_what_it_deserves(self, killers, name):
-        check_attack_row(killers, name)
-
-    def test_nothing_outside_the_gradebook_changed(self, killers):
-        check_world_intact(killers)
-
-    def test_no_canary_in_gradebook_or_output(self, killers):
-        check_no_canary(killers)
-
-    def test_no_submission_process_survives(self, killers):
-        check_no_survivors(killers)
+    def test_attack_gets_what_it_deserves(self, batch, name):
+        check_attack_row(batch, name)
 
 
 # --------------------------------------------------------------------------- the instructor's --out
@@ -360,7 +474,8 @@ def test_attack_notebooks_are_well_formed(tmp_path):
     """Guard for the suite itself: every attack cell compiles, so a 0 is the grader's doing."""
     world = W.make_world(tmp_path / "w")
     try:
-        for attack in [*C.catalog(world.config("")), *C.killer_catalog(world.config(""))]:
+        extra = [C.keyring_writer(), C.keyring_reader("keyring_reader"), C.json_flood(), C.sized_places()]
+        for attack in [*C.catalog(world.config("")), *C.killer_catalog(world.config("")), *extra]:
             nb, raw = attack_notebook(world, attack)
             if nb is not None:
                 compile(W.cell(nb, attack.cell).source, attack.name, "exec")
