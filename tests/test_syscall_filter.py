@@ -25,6 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grading import sandbox_or_skip  # noqa: E402
 
+from kpca_lib.course.grading import sandbox as sb  # noqa: E402
 from kpca_lib.course.grading import syscalls  # noqa: E402
 
 X86_64 = platform.machine() == "x86_64"
@@ -174,6 +175,9 @@ def _bwrap(script: str, args: list[str], *, filtered: bool) -> dict:
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--uid", "65534", "--gid", "65534", "--ro-bind", "/", "/",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    for path in sb._ro_paths():  # Python, the venv, the package: a checkout may be in /tmp
+        if str(path).startswith("/tmp/"):
+            argv += ["--ro-bind", str(path), str(path)]
     pass_fds: tuple[int, ...] = ()
     with tempfile.TemporaryFile() as program:
         if filtered:

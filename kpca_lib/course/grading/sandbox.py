@@ -68,6 +68,7 @@ INSIDE_CONNECTION = f"{INSIDE_RUN}/kernel.json"
 INSIDE_IPC = "/tmp/.kpca-ipc/k"
 INSIDE_HOME = "/tmp/home"
 SPEC = "sandbox.json"
+FILTER = "seccomp.bpf"
 INFO = "bwrap-info.json"
 CONTROLLERS = ("memory", "pids")
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -483,10 +484,15 @@ def write_spec(folder: Path, *, mode: str, limits: Limits, cgroups: dict[str, st
                uid: int | None = None) -> None:
     """Write ``sandbox.json`` in a submission's private folder (read by :func:`launch`).
 
-    ``uid``: a throw-away uid the kernel runs as when there is no pids cgroup and the
-    grader is root (so that ``RLIMIT_NPROC`` counts only the submission's processes).
+    ``uid``: the throw-away uid a root grader's sandbox runs as. With ``mode="bwrap"`` the
+    compiled syscall filter is written beside it (``FILTER``), compiled once per grader
+    process, so that no launcher pays for libseccomp.
     """
     spec = {"mode": mode, "limits": asdict(limits), "cgroups": cgroups, "uid": uid}
+    if mode == "bwrap":
+        from .syscalls import program
+
+        (folder / FILTER).write_bytes(program())
     (folder / SPEC).write_text(json.dumps(spec))
 
 
@@ -641,6 +647,10 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
     # when the grader is root), root's 0644 sysctls would pass the owner check.
     for sub in _PROC_COVER:
         argv += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
+    # Keyrings are global: a grader that is not root shares its uid with its sandboxes, and
+    # /proc/keys would list that user's key descriptions (payloads need keyctl: filtered).
+    for keys in ("keys", "key-users"):
+        argv += ["--ro-bind-try", "/dev/null", f"/proc/{keys}"]
     argv += ["--remount-ro", "/proc"]  # nothing in /proc is written (not even /proc/self/mem)
     argv += ["--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
     if config is not None:
@@ -687,23 +697,32 @@ def _private_view(sources: dict[str, str]) -> None:
 
     check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")
     check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    # Held open first: the tmpfs below covers /tmp, where a checkout or a venv may live.
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path, source in sources.items()
+            if source != path}
     parent = os.path.dirname(_VIEW)
     check(libc.mount(b"tmpfs", parent.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                      b"mode=0755,size=64k"), f"mount tmpfs {parent}")
     os.mkdir(_VIEW, 0o755)
-    for path, source in sources.items():
-        if source == path:
-            continue
+    for path, fd in held.items():
+        source = sources[path]
         os.mkdir(source, 0o755)
-        check(libc.mount(path.encode(), source.encode(), None, _MS_BIND | _MS_REC, None),
-              f"bind {path}")
+        check(libc.mount(f"/proc/self/fd/{fd}".encode(), source.encode(), None,
+                         _MS_BIND | _MS_REC, None), f"bind {path}")
+        os.close(fd)
 
 
 _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 
 
-def _filter_fd() -> int:
-    """An inheritable fd from which bwrap reads the compiled syscall filter."""
+def _filter_fd(folder: Path | None = None) -> int:
+    """An inheritable fd from which bwrap reads the compiled syscall filter: the grader's
+    copy in the submission's ``folder`` (see :func:`write_spec`), else compiled here."""
+    if folder is not None:
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(folder / FILTER, os.O_RDONLY)
+            os.set_inheritable(fd, True)
+            return fd
     from .syscalls import program
 
     data = program()
@@ -787,7 +806,7 @@ def launch(connection_file: str) -> None:
     uid = spec.get("uid") if os.getuid() == 0 else None
     sources = _ro_sources(uid)
     argv = _bwrap_argv(exe, limits, config=config, connection=connection, info_fd=info,
-                       ro=sources, seccomp=_filter_fd())
+                       ro=sources, seccomp=_filter_fd(folder))
     os.chdir("/")  # the submission's 0700 folder is not the throw-away uid's to enter
     if uid is not None:
         _private_view(sources)
