@@ -195,13 +195,20 @@ def test_no_cgroup_fallback_still_limits_memory(tmp_path, monkeypatch):
     nb = student_copy()
     cell(nb, "q2-answer").source = "blocks = []\nwhile True:\n    blocks.append(b'x' * 50_000_000)\n"
     nbformat.write(nb, tmp_path / "bomb.ipynb")
+    nb = student_copy()  # each child within its own RLIMIT_AS, together over the budget
+    cell(nb, "q2-answer").source = ATTACKS["memory_in_children"][0]
+    nbformat.write(nb, tmp_path / "children.ipynb")
     nbformat.write(student_copy(), tmp_path / "honest.ipynb")
     rows = {r.submission: r for r in grade_batch(
-        assignment=ASSIGNMENT, submissions=[tmp_path / "bomb.ipynb", tmp_path / "honest.ipynb"],
-        out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=1, memory_mb=1024)}
+        assignment=ASSIGNMENT, out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20,
+        submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "children", "honest")],
+        jobs=1, memory_mb=1024)}
     assert (rows["honest"].status, rows["honest"].score) == ("graded", 12.0)
     assert (rows["bomb"].status, rows["bomb"].score) == ("crashed", 9.0)
     assert "out of memory" in " ".join(rows["bomb"].messages)
+    assert (rows["children"].status, rows["children"].score) == ("crashed", 9.0)
+    assert "processes together held more than the memory limit of 1024 MB" in " ".join(
+        rows["children"].messages)
 
 
 def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp_path, monkeypatch):

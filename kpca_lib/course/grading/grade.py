@@ -287,6 +287,9 @@ def _classify(run: Run, owners: list[str | None]) -> tuple[str, int | None, str]
         if facts.get("address_space_hit") and (out.alive is False or _memory_error(facts.get("ename"))):
             # No cgroup: the trusted side saw a process's VmPeak reach its RLIMIT_AS.
             return "crashed", cell, "it ran out of memory (a process reached the memory limit)"
+        if facts.get("killed") == "memory":  # no cgroup: the grader's watchdog summed them
+            return "crashed", cell, ("it ran out of memory (its processes together held more "
+                                     "than the memory limit)")
         if facts.get("killed") == "output":
             return "crashed", cell, "it produced more output than the grader reads"
         if facts.get("pids_refused", 0) > 0:

@@ -14,7 +14,10 @@ It does four things:
    JSON containers, counted before a message is decoded; past either the sandbox is
    killed. (The worker's own memory and time are bounded by the runner.)
 3. **Enforces the wall clock**: a watchdog kills the whole sandbox when a cell runs
-   ``timeout + GRACE`` seconds, whatever the cell does with SIGINT.
+   ``timeout + GRACE`` seconds, whatever the cell does with SIGINT. Without a memory
+   cgroup it also sums the resident memory of the sandbox's processes every
+   :data:`MEMORY_POLL` seconds and kills the sandbox past the budget (each process's
+   ``RLIMIT_AS`` cannot bound a sum).
 4. **Writes JSON lines** to ``$KPCA_REPORT_FILE``: one as each cell begins, one as it finishes:
    notebook, cell number (nbval's ``Cell N``), outcome, error text, the worker's
    monotonic clock ``t`` (and one line when a notebook's kernel starts, so the runner
@@ -74,7 +77,7 @@ class _Box:
         self.cgroups: dict[str, str] = {}
         self.km: Any = None
         self.ctx: Any = None
-        self.killed: str | None = None  # "wallclock" or "output", set by us only
+        self.killed: str | None = None  # "wallclock", "output" or "memory", set by us only
         self.output = 0  # bytes of every message the kernel sent (all channels)
         self.containers = 0  # JSON containers in those messages
         self.exported = 0
@@ -436,10 +439,44 @@ class _Watchdog:
                 deadline, box = self.armed
                 left = deadline - time.monotonic()
                 if left > 0:
-                    self.cv.wait(min(left, 1.0))
-                    continue
-                self.armed = None
-            box.kill("wallclock")
+                    self.cv.wait(min(left, MEMORY_POLL))
+                    expired = False
+                else:
+                    self.armed = None
+                    expired = True
+            if expired:
+                box.kill("wallclock")
+            elif "memory" not in box.cgroups and _held_mb(box) > _process_budget_mb(box):
+                box.kill("memory")
+
+
+#: Seconds between two looks at a sandbox's memory when no cgroup counts it.
+MEMORY_POLL = 0.25
+
+
+def _process_budget_mb(box: _Box) -> float:
+    """What the sandbox's processes may hold together without a memory cgroup: the budget
+    less the tmpfs sizes (each process has that much address space, see sandbox.Limits)."""
+    return float(sb.Limits(**box.spec["limits"]).address_space_mb(False))
+
+
+def _held_mb(box: _Box) -> float:
+    """Resident memory (MB) of all the sandbox's live processes together (``VmRSS``): the
+    per-process rlimit cannot bound a sum, so without a cgroup the watchdog does."""
+    proc = getattr(getattr(box.km, "provisioner", None), "process", None)
+    if proc is None:
+        return 0.0
+    held = 0.0
+    for pid in _descendants(proc.pid):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        held += int(line.split()[1]) / 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            pass
+    return held
 
 
 _DOG: _Watchdog | None = None
