@@ -198,11 +198,19 @@ def test_no_cgroup_fallback_still_limits_memory(tmp_path, monkeypatch):
     nb = student_copy()  # each child within its own RLIMIT_AS, together over the budget
     cell(nb, "q2-answer").source = ATTACKS["memory_in_children"][0]
     nbformat.write(nb, tmp_path / "children.ipynb")
+    nb = student_copy()  # pages shared after fork count once: no false "out of memory"
+    cell(nb, "q2-answer").source = (
+        "import multiprocessing, time\nimport numpy as np\nbig = np.ones(300_000_000 // 8)\n"
+        "def f(i):\n    time.sleep(1.5)\n    return float(big[i::400].sum())\n"
+        "with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+        "    assert pool.map(f, range(2))\n")
+    nbformat.write(nb, tmp_path / "shared.ipynb")
     nbformat.write(student_copy(), tmp_path / "honest.ipynb")
     rows = {r.submission: r for r in grade_batch(
         assignment=ASSIGNMENT, out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20,
-        submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "children", "honest")],
+        submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "children", "shared", "honest")],
         jobs=1, memory_mb=1024)}
+    assert (rows["shared"].status, rows["shared"].score) == ("graded", 9.0), rows["shared"].messages
     assert (rows["honest"].status, rows["honest"].score) == ("graded", 12.0)
     assert (rows["bomb"].status, rows["bomb"].score) == ("crashed", 9.0)
     assert "out of memory" in " ".join(rows["bomb"].messages)

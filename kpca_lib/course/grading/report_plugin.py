@@ -461,21 +461,23 @@ def _process_budget_mb(box: _Box) -> float:
 
 
 def _held_mb(box: _Box) -> float:
-    """Resident memory (MB) of all the sandbox's live processes together (``VmRSS``): the
-    per-process rlimit cannot bound a sum, so without a cgroup the watchdog does."""
+    """Memory (MB) that all the sandbox's live processes hold together: the per-process
+    rlimit cannot bound a sum, so without a cgroup the watchdog does. Each process counts
+    its proportional share (``Pss``): pages shared after a ``fork`` count once in all."""
     proc = getattr(getattr(box.km, "provisioner", None), "process", None)
     if proc is None:
         return 0.0
     held = 0.0
     for pid in _descendants(proc.pid):
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        held += int(line.split()[1]) / 1024
-                        break
-        except (OSError, ValueError, IndexError):
-            pass
+        for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+            try:
+                with open(f"/proc/{pid}/{name}") as fh:
+                    kb = next((int(line.split()[1]) for line in fh if line.startswith(key)), None)
+            except (OSError, ValueError, IndexError):
+                kb = None
+            if kb is not None:
+                held += kb / 1024
+                break
     return held
 
 
