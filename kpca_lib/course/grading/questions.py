@@ -957,13 +957,19 @@ def mercer_complete(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 def mercer_called_kernels(answers: dict[str, Any]) -> list[str]:
     """The candidates ``is_kernel`` calls kernels, read as :func:`mercer_verdicts` reads them (for
     the hidden check); when none can be read, the completeness check's error."""
+    return _marked(answers, True)
+
+
+def _marked(answers: dict[str, Any], verdict: bool) -> list[str]:
+    """The candidates whose ``is_kernel`` verdict is ``verdict``; when there are none because
+    verdicts cannot be read, the error that says why (:func:`_unreadable_verdicts`)."""
     read, missing, error = mercer_verdicts(answers)
-    called = [n for n, v in read.items() if v is True]
-    if not called:
+    marked = [n for n, v in read.items() if v is verdict]
+    if not marked:
         unreadable = _unreadable_verdicts(answers, read, missing, error)
         if unreadable is not None:
             raise unreadable
-    return called
+    return marked
 
 
 def _as_points(points: Any, name: str) -> np.ndarray:
@@ -1014,12 +1020,8 @@ def verify_counterexample(name: str, points: Any) -> str:
 
 
 def mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    read, missing, error = mercer_verdicts(answers)
-    rejected = [n for n, v in read.items() if v is False]
+    rejected = _marked(answers, False)
     if not rejected:
-        unreadable = _unreadable_verdicts(answers, read, missing, error)
-        if unreadable is not None:
-            raise unreadable
         raise CheckError("you marked no candidate as invalid (every verdict in is_kernel is True): at "
                          "least one of them is not a kernel.")
     examples = as_map(answers["counterexamples"], "counterexamples", keys=tuple(mercer_candidates()))

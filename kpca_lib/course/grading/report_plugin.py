@@ -74,6 +74,7 @@ class _Box:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.spec = sb.read_spec(folder)
+        self.limits = sb.Limits(**self.spec["limits"])
         self.cgroups: dict[str, str] = {}
         self.km: Any = None
         self.ctx: Any = None
@@ -134,8 +135,7 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     _write({"folder": str(folder), "when": "start"})  # this notebook's clock starts
     box = _Box(folder)
     _BOXES[str(folder)] = box
-    limits = sb.Limits(**box.spec["limits"])
-    box.cgroups = sb.create_cgroups(f"kpca-{folder.name}", limits)
+    box.cgroups = sb.create_cgroups(f"kpca-{folder.name}", box.limits)
     spec = dict(box.spec)
     spec["cgroups"] = box.cgroups
     (folder / sb.SPEC).write_text(json.dumps(spec))
@@ -332,22 +332,27 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _vm_peak_mb(box: _Box) -> float:
-    """The largest ``VmPeak`` (MB) among the sandbox's live processes (0 if none is seen)."""
+def _sandbox_mb(box: _Box, file: str, key: str) -> list[float]:
+    """``key`` (a ``kB`` line of ``/proc/<pid>/<file>``) in MB for each of the sandbox's live
+    processes that has it."""
     proc = getattr(getattr(box.km, "provisioner", None), "process", None)
     if proc is None:
-        return 0.0
-    peak = 0.0
+        return []
+    found = []
     for pid in _descendants(proc.pid):
         try:
-            with open(f"/proc/{pid}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmPeak:"):
-                        peak = max(peak, int(line.split()[1]) / 1024)
-                        break
+            with open(f"/proc/{pid}/{file}") as fh:
+                kb = next((int(line.split()[1]) for line in fh if line.startswith(key)), None)
         except (OSError, ValueError, IndexError):
-            pass
-    return peak
+            continue
+        if kb is not None:
+            found.append(kb / 1024)
+    return found
+
+
+def _vm_peak_mb(box: _Box) -> float:
+    """The largest ``VmPeak`` (MB) among the sandbox's live processes (0 if none is seen)."""
+    return max(_sandbox_mb(box, "status", "VmPeak:"), default=0.0)
 
 
 def _address_space_hit(box: _Box, before: float) -> bool:
@@ -355,8 +360,7 @@ def _address_space_hit(box: _Box, before: float) -> bool:
     during the cell (its ``VmPeak`` rose to within 64 MB of the limit)?"""
     if "memory" in box.cgroups:
         return False
-    limits = sb.Limits(**box.spec["limits"])
-    near = limits.address_space_mb(False) - 64
+    near = box.limits.address_space_mb(False) - 64
     return before < near <= _vm_peak_mb(box)
 
 
@@ -446,7 +450,7 @@ class _Watchdog:
                     expired = True
             if expired:
                 box.kill("wallclock")
-            elif "memory" not in box.cgroups and _held_mb(box) > _process_budget_mb(box):
+            elif "memory" not in box.cgroups and _held_mb(box) > box.limits.address_space_mb(False):
                 box.kill("memory")
 
 
@@ -454,31 +458,11 @@ class _Watchdog:
 MEMORY_POLL = 0.25
 
 
-def _process_budget_mb(box: _Box) -> float:
-    """What the sandbox's processes may hold together without a memory cgroup: the budget
-    less the tmpfs sizes (each process has that much address space, see sandbox.Limits)."""
-    return float(sb.Limits(**box.spec["limits"]).address_space_mb(False))
-
-
 def _held_mb(box: _Box) -> float:
     """Memory (MB) that all the sandbox's live processes hold together: the per-process
     rlimit cannot bound a sum, so without a cgroup the watchdog does. Each process counts
     its proportional share (``Pss``): pages shared after a ``fork`` count once in all."""
-    proc = getattr(getattr(box.km, "provisioner", None), "process", None)
-    if proc is None:
-        return 0.0
-    held = 0.0
-    for pid in _descendants(proc.pid):
-        for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
-            try:
-                with open(f"/proc/{pid}/{name}") as fh:
-                    kb = next((int(line.split()[1]) for line in fh if line.startswith(key)), None)
-            except (OSError, ValueError, IndexError):
-                kb = None
-            if kb is not None:
-                held += kb / 1024
-                break
-    return held
+    return sum(_sandbox_mb(box, "smaps_rollup", "Pss:"))
 
 
 _DOG: _Watchdog | None = None

@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,10 +58,6 @@ __all__ = [
 ]
 
 MODES = ("bwrap", "none")
-#: Parts of /proc that a process counted as host root could write (sysctls, triggers).
-_PROC_COVER = (
-    "sys", "sysrq-trigger", "irq", "bus", "fs", "driver", "acpi", "scsi", "tty", "pressure",
-)
 SANDBOX_UID = 65534
 INSIDE_RUN = "/run/kpca"
 INSIDE_CONFIG = f"{INSIDE_RUN}/config.json"
@@ -643,15 +640,12 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
     argv += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(limits.shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
              "--remount-ro", "/dev"]
-    # Defence in depth: should the sandbox's uid ever be host root (it is a throw-away uid
-    # when the grader is root), root's 0644 sysctls would pass the owner check.
-    for sub in _PROC_COVER:
-        argv += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
     # Keyrings are global: a grader that is not root shares its uid with its sandboxes, and
     # /proc/keys would list that user's key descriptions (payloads need keyctl: filtered).
     for keys in ("keys", "key-users"):
         argv += ["--ro-bind-try", "/dev/null", f"/proc/{keys}"]
-    argv += ["--remount-ro", "/proc"]  # nothing in /proc is written (not even /proc/self/mem)
+    # Nothing in /proc is written: not root's sysctls, not even /proc/self/mem.
+    argv += ["--remount-ro", "/proc"]
     argv += ["--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
     if config is not None:
         argv += ["--ro-bind-data", str(config), INSIDE_CONFIG]
@@ -723,18 +717,14 @@ def _filter_fd(folder: Path | None = None) -> int:
             fd = os.open(folder / FILTER, os.O_RDONLY)
             os.set_inheritable(fd, True)
             return fd
-    from .syscalls import program
+    from .syscalls import write_program
 
-    data = program()
-    r, w = os.pipe()
-    try:
-        if len(data) > 65536:  # more than a pipe holds: a private unlinked file instead
-            raise OSError("filter too large for a pipe")
-        os.write(w, data)
-    finally:
-        os.close(w)
-    os.set_inheritable(r, True)
-    return r
+    with tempfile.TemporaryFile() as fh:  # unnamed; the fd outlives the file object
+        fd = os.dup(fh.fileno())
+    write_program(fd)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return fd
 
 
 def _become(uid: int) -> None:
