@@ -1,0 +1,190 @@
+"""The course roster: which student a submission folder belongs to, and their LMS ids.
+
+A roster is a CSV file the instructor keeps (exported from the LMS, or typed), one row per
+student, with a header. Column names are read without case, spaces or dashes
+(``Student``, ``student``, ``LMS ID``, ``lms_id`` are the same). The columns:
+
+* ``student`` (required): the student's folder among the submissions, i.e. the row id
+  without its last part (``alice`` for the row ``alice/01_feature_maps``; see
+  :func:`student_of`), or the row id itself for a flat folder of notebooks;
+* ``name``, or ``first_name`` and ``last_name``; ``email``; ``lms_id`` (the LMS's
+  numeric user id, e.g. Canvas's ``ID``); any other column (``sis_user_id``,
+  ``sis_login_id``, ``section``, ``username``, ``id_number``, ``submitted_at``...) is
+  kept as it is, for the exports and the late-work policy.
+
+:func:`load_roster` refuses a roster that cannot identify students unambiguously (no
+``student`` column, an empty or duplicate ``student``, a duplicate ``email`` or
+``lms_id``), naming the lines, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["RosterError", "RosterEntry", "Roster", "load_roster", "parse_roster", "student_of",
+           "column_key", "UNIQUE_COLUMNS"]
+
+#: Columns whose values must be unique when given (each names one student).
+UNIQUE_COLUMNS = ("student", "email", "lms_id")
+MAX_ROSTER_BYTES = 20_000_000
+
+
+class RosterError(ValueError):
+    """The roster cannot be used; the message names the line(s) and the fix."""
+
+
+def student_of(row_id: str) -> str:
+    """The student a row belongs to: the row id without its last part (``alice`` for
+    ``alice/01_feature_maps``, ``sec1/alice`` for ``sec1/alice/01``), or the whole id for a
+    notebook that is not in a folder of its own (``alice`` for ``alice``)."""
+    return row_id.rsplit("/", 1)[0] if "/" in row_id else row_id
+
+
+def column_key(name: str) -> str:
+    """A header as the roster reads it: ``LMS ID`` → ``lms_id``, ``First-Name`` → ``first_name``."""
+    return re.sub(r"[\s\-]+", "_", name.strip().lower()).strip("_")
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    """One student of the roster (``line``: its line in the file, for messages)."""
+
+    student: str
+    name: str = ""
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lms_id: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    @property
+    def display_name(self) -> str:
+        """``name``, else ``first_name last_name``, else ``""``."""
+        return self.name or " ".join(p for p in (self.first_name, self.last_name) if p)
+
+    def get(self, column: str) -> str:
+        """The value of any column (``""`` if the roster has no such column)."""
+        key = column_key(column)
+        if key in ("student", "name", "first_name", "last_name", "email", "lms_id"):
+            return str(getattr(self, key))
+        return self.extra.get(key, "")
+
+
+@dataclass(frozen=True)
+class Roster:
+    """The students, by ``student`` key, in the file's order; ``columns``: the header as read."""
+
+    entries: dict[str, RosterEntry]
+    columns: tuple[str, ...]
+    source: str = ""
+
+    def __contains__(self, student: object) -> bool:
+        return student in self.entries
+
+    def __getitem__(self, student: str) -> RosterEntry:
+        return self.entries[student]
+
+    def get(self, student: str) -> RosterEntry | None:
+        return self.entries.get(student)
+
+    def match(self, row_ids: Iterable[str]) -> tuple[list[str], list[str]]:
+        """``(rows without a roster entry, students without a row)``, each in order."""
+        ids = list(row_ids)
+        students = {student_of(r) for r in ids}
+        unknown = [r for r in ids if student_of(r) not in self.entries]
+        absent = [s for s in self.entries if s not in students]
+        return unknown, absent
+
+
+def parse_roster(text: str, source: str = "roster") -> Roster:
+    """A :class:`Roster` from CSV text; :class:`RosterError` naming every problem."""
+    rows, lines = _records(text, source)
+    while rows and not any(c.strip() for c in rows[0]):
+        rows.pop(0)
+        lines.pop(0)
+    if not rows:
+        raise RosterError(f"{source} is empty: it needs a header line with a `student` column "
+                          "(the students' folder names), then one line per student.")
+    header = [column_key(c) for c in rows[0]]
+    if "student" not in header:
+        shown = ", ".join(repr(c) for c in rows[0][:12])
+        raise RosterError(f"{source} has no `student` column (its header is {shown}); add one "
+                          "with each student's folder name among the submissions.")
+    dup = sorted({c for c in header if c and header.count(c) > 1})
+    if dup:
+        raise RosterError(f"{source} has the column(s) {', '.join(dup)} twice; keep one of each.")
+    problems: list[str] = []
+    entries: dict[str, RosterEntry] = {}
+    seen: dict[str, dict[str, int]] = {c: {} for c in UNIQUE_COLUMNS}
+    for n, cells in zip(lines[1:], rows[1:], strict=True):
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) > len(header) and any(c.strip() for c in cells[len(header):]):
+            problems.append(f"line {n} has {len(cells)} cells but the header has {len(header)} "
+                            "(a comma inside a name needs quotes)")
+            continue
+        values = {k: (cells[i].strip() if i < len(cells) else "") for i, k in enumerate(header) if k}
+        student = values.get("student", "").strip("/")
+        if not student:
+            problems.append(f"line {n} has no `student`")
+            continue
+        values["student"] = student
+        for column in UNIQUE_COLUMNS:
+            v = values.get(column, "")
+            key = v.casefold() if column == "email" else v
+            if not v:
+                continue
+            if key in seen[column]:
+                problems.append(f"{column} {v!r} is on line {seen[column][key]} and line {n}")
+            else:
+                seen[column][key] = n
+        known = ("student", "name", "first_name", "last_name", "email", "lms_id")
+        entries.setdefault(student, RosterEntry(
+            line=n, extra={k: v for k, v in values.items() if k not in known},
+            **{k: values.get(k, "") for k in known}))
+    if problems:
+        more = f" and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise RosterError(f"{source} cannot be used: {'; '.join(problems[:10])}{more}. Each "
+                          "student must be on one line, with ids no other student has; nothing "
+                          "was changed.")
+    return Roster(entries, tuple(header), source)
+
+
+def _records(text: str, source: str) -> tuple[list[list[str]], list[int]]:
+    """The CSV records of ``text`` and the file line each starts on (a quoted line break
+    inside a cell makes a record span lines)."""
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""))
+    rows, lines, start = [], [], 1
+    try:
+        for cells in reader:
+            rows.append(cells)
+            lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise RosterError(f"{source} is not valid CSV near line {reader.line_num} ({exc}); save "
+                          "it again as CSV (UTF-8).") from None
+    return rows, lines
+
+
+def load_roster(path: str | Path) -> Roster:
+    """Read a roster file (UTF-8, with or without a byte-order mark); see :func:`parse_roster`."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_ROSTER_BYTES + 1)
+    except OSError as exc:
+        raise RosterError(f"the roster {p} cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > MAX_ROSTER_BYTES:
+        raise RosterError(f"the roster {p} is larger than {MAX_ROSTER_BYTES // 1_000_000} MB; is "
+                          "it a roster?")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RosterError(f"the roster {p} is not UTF-8 text; save it as CSV UTF-8.") from None
+    return parse_roster(text, str(p))
