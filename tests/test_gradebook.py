@@ -205,6 +205,7 @@ def test_unreadable_files_are_invalid_not_fatal(tmp_path):
         "bigint": b'{"nbformat": 1' + b"1" * 5000 + b"}",
         "v_is_true": b'{"nbformat": true, "cells": []}',
         "wrong_assignment_type": b'{"nbformat": 4, "cells": [], "metadata": {"kpca": {"assignment": [1]}}}',
+        "answers.py": b"def phi_3(x):\n    return x\n",
     }
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
@@ -214,7 +215,8 @@ def test_unreadable_files_are_invalid_not_fatal(tmp_path):
         fh.truncate(25_000_000)
     expect = {"nested": "nested too deeply", "latin1": "not text", "bigint": "not valid JSON",
               "v_is_true": "nbformat", "wrong_assignment_type": "(malformed)",
-              "folder.ipynb": "folder", "fifo.ipynb": "FIFO", "huge.ipynb": "25 MB"}
+              "folder.ipynb": "folder", "fifo.ipynb": "FIFO", "huge.ipynb": "25 MB",
+              "answers.py": "this is a .py file, not a Jupyter notebook (.ipynb)"}
     for name, why in expect.items():
         nb, reason = _read_submission(tmp_path / name, ASSIGNMENT)
         assert nb is None and why in reason, (name, reason)
@@ -776,7 +778,8 @@ def test_summary_files_follow_the_gradebook_guard(tmp_path, capsys):
     out = tmp_path / "out"
     assert grade(out, [garbage(tmp_path / "a.ipynb")]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        gb.MARKER, "feedback", "grades.csv", "grades.json", "summary.md", "summary.png"]
+        gb.MARKER, "feedback", "grades.csv", "grades.json", "students", "summary.md",
+        "summary.png"]
     first = (out / "summary.md").read_text(encoding="utf-8")
     assert "**1 submission**: 0 graded, 0 timeout, 0 crashed, 1 invalid." in first
     out_text = capsys.readouterr().out
@@ -803,3 +806,33 @@ def test_summary_files_follow_the_gradebook_guard(tmp_path, capsys):
     assert len(errors) == 1 and "summary.md" in errors[0] and "symbolic link" in errors[0]
     assert victim.read_text() == "precious" and (out / "summary.png").read_bytes() == b"png"
     assert not [p for p in out.rglob("*") if ".tmp-" in p.name]
+
+
+def test_hand_back_trees_follow_the_gradebook_guard(tmp_path):
+    """students/, archives/ and export/ are the gradebook's own: a symbolic link planted in
+    place of a tree or of a student's folder is refused and reported, never followed; a file
+    whose bytes are unchanged is not rewritten; names are one visible path part."""
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.html").write_text("precious")
+    with new_book(out) as b:
+        b.start(tmp_path, "none")
+        assert b.write_tree(gb.STUDENTS, {("alice", "01.html"): b"<p>1</p>"}) == []
+        first = (out / "students" / "alice" / "01.html").stat()
+        assert b.write_tree(gb.STUDENTS, {("alice", "01.html"): b"<p>1</p>"}) == []
+        assert (out / "students" / "alice" / "01.html").stat().st_mtime_ns == first.st_mtime_ns
+        (out / "students" / "bob").symlink_to(victim)
+        errors = b.write_tree(gb.STUDENTS, {("bob", "keep.html"): b"forged",
+                                            ("alice", "01.html"): b"<p>2</p>"})
+        assert len(errors) == 1 and "students/bob" in errors[0] and "symbolic link" in errors[0]
+        assert (out / "students" / "alice" / "01.html").read_bytes() == b"<p>2</p>"
+        (out / gb.EXPORT).symlink_to(victim)
+        errors = b.write_tree(gb.EXPORT, {("", "keep.html"): b"forged"})
+        assert len(errors) == 1 and "symbolic link" in errors[0]
+        for bad in [("..", "x"), ("a/b", "x"), ("a", ".hidden"), ("a", ""), ("a", "x/y")]:
+            with pytest.raises(ValueError, match="not a name"):
+                b.write_tree(gb.STUDENTS, {bad: b"x"})
+        with pytest.raises(ValueError, match="not a tree"):
+            b.write_tree("feedback", {("a", "b"): b"x"})
+    assert (victim / "keep.html").read_text() == "precious"
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.html"]

@@ -285,7 +285,8 @@ def test_adversarial_batch(tmp_path):
     rows = grade([tmp_path / f"{name}.ipynb" for name in expect], out, "--timeout", "4",
                  "--memory", "2048")
     header = (out / "grades.csv").read_text().splitlines()[0]
-    assert header == "submission,status,score,max_score," + ",".join(Q) + ",run_seconds"
+    assert header == ("submission,status,score,max_score," + ",".join(Q) + ",run_seconds,"
+                      "auto_score,late,penalty,submitted,adjustments,message")
     assert list(rows) == list(expect)
     mismatches = []
     for name, (status, score, per) in expect.items():
@@ -396,13 +397,17 @@ def test_batch_summary_progress_and_run_times(tmp_path, capsys):
     assert err[0] == (f"grading 4 submissions of {ASSIGNMENT}: 2 parallel jobs, sandbox bwrap; "
                       f"gradebook {out}")
     progress = [re.fullmatch(r"\[(\d+)/4\] (\S+) (\w+) (\S+)/12 run (\d+\.\d)s "
-                             r"elapsed (\d\d):(\d\d) ETA (--|\d\d:\d\d)", line) for line in err[1:]]
+                             r"elapsed (\d\d):(\d\d) ETA (--|\d\d:\d\d)( \| why: .+)?", line)
+                for line in err[1:]]
     assert all(progress), err
     assert [int(m[1]) for m in progress] == [1, 2, 3, 4]
     assert sorted(m[2] for m in progress) == sorted(names)
     expected = {"garbage": ("invalid", "0"), "full": ("graded", "12"), "blank": ("graded", "0"),
                 "partial": ("graded", "9")}
     assert {m[2]: (m[3], m[4]) for m in progress} == expected
+    why = {m[2]: m[9] for m in progress}  # the reason of a row that is not graded, on its line
+    assert why.pop("garbage").startswith(" | why: the file is not valid JSON")
+    assert set(why.values()) == {None}
     assert progress[0][2] == "garbage" and progress[0][8] == "--"  # no notebook has run yet
     assert progress[-1][8] == "00:00"
     elapsed = [int(m[6]) * 60 + int(m[7]) for m in progress]

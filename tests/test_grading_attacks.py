@@ -36,6 +36,8 @@ import nbformat
 import pytest
 from attack_prelude import PRELUDE
 
+from kpca_lib.course.grading.gradebook import CSV_EXTRA, csv_cell, problem
+
 DUMMY = {"pids": "/nonexistent", "soldirs": []}
 ATTACKS = C.catalog(DUMMY)
 KILLERS = C.killer_catalog(DUMMY)
@@ -176,7 +178,7 @@ def check_gradebook_valid(b: Batch) -> None:
     g = b.gradebook()
     header = g.csv_text.splitlines()[0].split(",")
     assert header[:4] == ["submission", "status", "score", "max_score"], header
-    assert header[4:] == [*C.Q, "run_seconds"], header
+    assert header[4:] == [*C.Q, "run_seconds", *CSV_EXTRA], header
     assert not g.unmapped, f"rows that name no student folder: {g.unmapped}"
     expected = {b.folder(n) for n in b.attacks} | set(b.honest)
     assert set(g.by_student) == expected, (
@@ -189,6 +191,7 @@ def check_gradebook_valid(b: Batch) -> None:
         assert float(row["score"]) == pytest.approx(entry["score"]), s
         for q in C.Q:
             assert float(row[q]) == pytest.approx(entry["questions"][q]), (s, q)
+        assert row["message"] == csv_cell(problem(entry)), s  # why a row is not graded, in the CSV too
     for row in g.csv_rows:
         for value in row.values():
             assert not str(value).startswith(("=", "+", "-", "@")), f"CSV cell not escaped: {value!r}"

@@ -227,7 +227,8 @@ def test_every_csv_cell_is_inert(tmp_path):
             book.add(_record(row), "feedback")
     with open(out / "grades.csv", newline="", encoding="utf-8") as fh:
         table = list(csv.reader(fh))
-    assert table[0] == ["submission", "status", "score", "max_score", "'=q1", "q2", "run_seconds"]
+    assert table[0] == ["submission", "status", "score", "max_score", "'=q1", "q2", "run_seconds",
+                        *gb.CSV_EXTRA]
     cells = [c for r in table for c in r]
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r", "\n")], cells
     names = [r[0] for r in table[1:]]
@@ -252,7 +253,9 @@ def test_summary_shows_gradebook_text_as_data():
         assert not types(tree) & {"link", "image", "inline_html", "block_html"}, text
         html = HTML(text)
         assert "<img" not in html and "<script" not in html and "<a " not in html
-        assert [t["attrs"]["level"] for t in tree if t["type"] == "heading"] == [1, 2, 2, 2, 2]
+        # Scores, Questions, Most-failed checks, Run time, Problems (row b's status, escaped)
+        assert [t["attrs"]["level"] for t in tree if t["type"] == "heading"] == [1, 2, 2, 2, 2, 2]
+        assert "- b (\\<script\\>x\\</script\\>)" in text
         tables = [t for t in tree if t["type"] == "table"]
         widths = {len(r["children"]) for t in tables for part in t["children"]
                   for r in ([part] if part["type"] == "table_head" else part["children"])}

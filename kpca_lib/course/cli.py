@@ -5,14 +5,20 @@
     kpca-course release [--check] [--solutions DIR] [--exercises DIR]
     kpca-course release --student-edition DIR [--git] [--solutions DIR]
     kpca-course scan [--solutions DIR] [--secret TEXT] PATH...
-    kpca-course grade --assignment NAME [--out DIR] [--resume | --merge] [--root DIR]
+    kpca-course grade --assignment NAME [--out DIR] [--resume | --merge [--row-id ID] |
+                      --regrade QUESTION] [--root DIR]
                       [--sandbox {bwrap,none}] [--timeout SECONDS] [--jobs N]
                       [--cluster {local:N,tcp://HOST:PORT,SCHEDULER.json}]
                       [--memory MB] SUBMISSION...
+    kpca-course export --out DIR [--roster FILE] [--format {plain,canvas,moodle,all}]...
+                       [--archives] [--canvas-column TITLE] [--moodle-column TITLE]
 
 Exit codes of ``release --student-edition`` and ``scan``: 0 written / nothing found; 1 the
 leak scan found something (the edition is left for inspection and, with ``--git``, not
 committed); 2 nothing was written or scanned (a folder that is not a student edition...).
+
+Exit codes of ``export``: 0 written (rows left out of a file are listed); 2 nothing was
+written (not a gradebook, a bad policy, adjustments or roster); 3 a file could not be written.
 
 Exit codes of ``grade``: 0 every submission has a row; 1 some rows are ``crashed`` by the
 grader's fault (e.g. a full disk): grade them again with ``--merge``; 2 nothing was
@@ -175,6 +181,8 @@ def _grade(args: argparse.Namespace) -> int:
             merge=args.merge,
             root=Path(args.root) if args.root else None,
             cluster=args.cluster,
+            row_id=args.row_id,
+            regrade=args.regrade,
         )
     except GradebookWriteError as exc:
         batch = getattr(exc, "batch", None)
@@ -203,9 +211,13 @@ def _grade(args: argparse.Namespace) -> int:
          f"sandbox: {sandbox}")
     if batch.skipped:
         _say(f"skipped {len(batch.skipped)} submission(s) already in the gradebook (--resume)")
+    for rid, why in batch.not_regraded.items():
+        _say(f"not regraded {rid!r}: {why}", sys.stderr)
     _say(f"gradebook: {batch.out}/grades.csv, {total} row(s) ({book or 'none'})")
     if batch.summary_text:
         _say(f"summary: {batch.out}/summary.md, {batch.out}/summary.png")
+        _say(f"feedback to hand back: {batch.out}/students/<student>/ (.html, .md); for the "
+             "LMS: kpca-course export")
     for why in batch.summary_errors:
         _say(f"WARNING summary: {why}", sys.stderr)
     for group in batch.lookalikes:
@@ -223,6 +235,57 @@ def _grade(args: argparse.Namespace) -> int:
         _say(f"kpca-course grade: {write_error.strerror or write_error}", sys.stderr)
         return EXIT_INCOMPLETE
     return EXIT_GRADER_FAILURE if failed else EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .grading.handback import export_gradebook
+
+    formats = ["plain", "canvas", "moodle"] if "all" in args.format else list(
+        dict.fromkeys(args.format))
+    try:
+        done = export_gradebook(Path(args.out), formats=formats,
+                                roster_path=Path(args.roster) if args.roster else None,
+                                archives=args.archives, canvas_column=args.canvas_column,
+                                moodle_column=args.moodle_column)
+    except (OSError, ValueError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _say(f"kpca-course export: {text}", sys.stderr)
+        return EXIT_USAGE
+    if done.refreshed.summary is not None:
+        _say(summary_compact(done.refreshed.summary))
+    for name, n in done.files.items():
+        _say(f"wrote {done.out}/{name}: {n} row(s)")
+    _say(f"feedback: {done.out}/students/ ({done.refreshed.students} student folder(s), .html "
+         "and .md)" + (f"; archives: {done.out}/archives/ ({done.refreshed.archives} .zip)"
+                       if args.archives else ""))
+    _say(f"final grades: {done.adjustments} adjustment(s) applied, {done.late} late "
+         "submission(s)")
+    lists = [
+        (done.unmatched, "submission(s) with no roster entry (not in the LMS files; add them "
+         "to the roster)"),
+        (done.absent, "student(s) of the roster with no submission (not in the LMS files: the "
+         "LMS keeps their grade; the plain file lists them as missing)"),
+        (done.pending, "row(s) wait for a by-hand grade (exported with the points so far; add "
+         "them to adjustments.csv)"),
+        (done.held, "row(s) the grader failed on (held back from the LMS files until graded "
+         "again with --merge)"),
+        (done.duplicates, "row(s) of a student with several rows (left out of the LMS files, "
+         "which hold one grade per student: keep one row per student)"),
+    ]
+    for items, what in lists:
+        if items:
+            shown = ", ".join(repr(i) for i in items[:20])
+            more = f" and {len(items) - 20} more" if len(items) > 20 else ""
+            _say(f"WARNING {len(items)} {what}: {shown}{more}", sys.stderr)
+    for why in done.errors:
+        _say(f"WARNING {why}", sys.stderr)
+    return EXIT_INCOMPLETE if any(e.startswith("export/") for e in done.errors) else EXIT_OK
+
+
+def summary_compact(summary: Any) -> str:
+    from .grading.summary import summary_markdown
+
+    return summary_markdown(summary, compact=True)
 
 
 def _positive_float(text: str) -> float:
@@ -293,6 +356,13 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--merge", action="store_true",
                       help="add or replace the rows of these submissions (late or regraded) in "
                       "the gradebook in --out, keeping every other row")
+    gr.add_argument("--row-id", metavar="ID",
+                    help="with --merge and one submission: the row it fills (e.g. "
+                    "alice/01_feature_maps), wherever the file is (late work kept elsewhere)")
+    mode.add_argument("--regrade", metavar="QUESTION",
+                      help="grade one question again in the gradebook in --out (after its check "
+                      "changed), for the SUBMISSIONs given or, without any, every row from the "
+                      "file it was graded from; everything else of each row is kept")
     gr.add_argument("--root",
                     help="folder the row ids are relative to (default: the gradebook's, else the "
                     "submissions' common folder): submissions/alice/03.ipynb is row alice/03")
@@ -313,15 +383,37 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--solutions", help="solutions folder (default: the repository's)")
     gr.add_argument("--seed", help="secret that seeds the grader's inputs (default: "
                     "$KPCA_GRADING_SECRET, else a random secret kept in ~/.config/kpca-course)")
-    gr.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="student .ipynb files (a missing path stops before grading; a folder or "
+    gr.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="student .ipynb files (a missing path stops before grading; a folder or "
                     "unreadable file becomes an `invalid` row)")
     gr.set_defaults(func=_grade)
+
+    ex = sub.add_parser("export", help="write the final grades for an LMS (plain CSV with ids, "
+                        "Canvas, Moodle) and each student's feedback (HTML and Markdown)")
+    ex.add_argument("--out", default="grades", help="the gradebook folder (grade --out; "
+                    "default: grades); the files go into its export/, students/, archives/")
+    ex.add_argument("--roster", help="CSV of the students: student (folder name), name or "
+                    "first_name/last_name, email, lms_id, ... (default: roster in policy.toml)")
+    ex.add_argument("--format", action="append", choices=("plain", "canvas", "moodle", "all"),
+                    help="repeatable (default: plain)")
+    ex.add_argument("--archives", action="store_true",
+                    help="also write archives/<student>.zip of each student's feedback folder")
+    ex.add_argument("--canvas-column", metavar="TITLE",
+                    help="the Canvas assignment column, as Canvas's own export titles it, e.g. "
+                    "'Homework 1 (123456)' (default: the assignment's name)")
+    ex.add_argument("--moodle-column", metavar="TITLE",
+                    help="the grade column of the Moodle file (default: 'Assignment: NAME')")
+    ex.set_defaults(func=_export, format=None)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kpca-course``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "grade" and not args.submissions and not args.regrade:
+        parser.error("grade: give the SUBMISSION files (only --regrade can go without them)")
+    if args.command == "export" and not args.format:
+        args.format = ["plain"]
     return int(args.func(args))
 
 

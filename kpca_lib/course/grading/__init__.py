@@ -21,6 +21,18 @@ The pieces, in the order a submission meets them:
   ``feedback/*.md``), a row at a time and atomically; ``--resume``, ``--merge``, row ids.
 * :mod:`kpca_lib.course.grading.summary`: ``summary.md`` and ``summary.png``, the gradebook
   at a glance, rebuilt after every batch.
+
+After grading:
+
+* :mod:`kpca_lib.course.grading.policy`: the instructor's ``policy.toml`` (deadline,
+  extensions, late penalty, by-hand questions) and ``adjustments.csv``, and each row's final
+  grade (the automatic scores stay recorded); :mod:`kpca_lib.course.grading.roster`: who
+  each submission folder is.
+* :mod:`kpca_lib.course.grading.feedback`: a row's feedback as Markdown and as an offline
+  HTML page, and names every file system accepts; :mod:`kpca_lib.course.grading.handback`
+  rebuilds the summary and ``students/`` after every batch and writes ``kpca-course
+  export``'s files, whose formats (plain, Canvas, Moodle) are in
+  :mod:`kpca_lib.course.grading.export`.
 """
 
 import sys as _sys

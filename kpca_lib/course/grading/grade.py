@@ -52,11 +52,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .dependencies import references
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
+from .feedback import feedback_markdown
 from .gradebook import (
     STATUSES,
     Gradebook,
@@ -64,6 +66,7 @@ from .gradebook import (
     common_root,
     format_points,
     lookalike_groups,
+    problem,
     row_ids,
     submission_paths,
     suspicious_name,
@@ -81,10 +84,19 @@ from .notebooks import (
     with_answers,
 )
 from .plain import encode, loads
+from .policy import (
+    ADJUSTMENTS_FILE,
+    Policy,
+    check_adjustments,
+    format_time,
+    load_adjustments,
+    load_policy,
+    submission_time,
+)
 from .questions import Question
 from .runner import Run, run_all
-from .summary import Summary, format_duration, summarize, summary_markdown, summary_png
-from .text import markdown_text
+from .summary import Summary, format_duration
+from .text import markdown_text, one_line
 
 __all__ = ["Row", "Batch", "CanaryFailed", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
 
@@ -125,6 +137,10 @@ class Row:
     #: What the run showed about each question's cells (a cell that raised, a widget read):
     #: question -> lines for the feedback.
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: When it was handed in (ISO 8601), from the late-work policy's source; ``""`` unknown,
+    #: then ``submitted_problem`` says why.
+    submitted: str = ""
+    submitted_problem: str = ""
 
     @property
     def score(self) -> float:
@@ -169,6 +185,10 @@ def _read_submission(path: Path, assignment: str, *, root: Path | None = None,
     except RecursionError:
         return None, "the file's JSON is nested too deeply; it is not a readable notebook."
     except ValueError as exc:
+        if path.suffix and path.suffix.lower() != ".ipynb":
+            return None, (f"this is a {path.suffix} file, not a "
+                          "Jupyter notebook (.ipynb): hand in the notebook itself (in JupyterLab: "
+                          "File > Download).")
         return None, f"the file is not valid JSON ({str(exc)[:200]}); it is not a readable notebook."
     if not isinstance(nb, dict) or not isinstance(nb.get("cells", None), list):
         if isinstance(nb, dict) and isinstance(nb.get("worksheets"), list):
@@ -601,11 +621,13 @@ class _Progress:
             if row.seconds > 0:
                 self.durations.append(row.seconds)
             status = f"{row.status} (grader failure)" if row.grader_error else row.status
-            self._write(f"[{self.n}/{self.total}] {row.submission} {status} "
+            why = problem({"status": row.status, "messages": row.messages,
+                           "grader_error": row.grader_error})
+            self._write(f"[{self.n}/{self.total}] {one_line(row.submission)} {status} "
                         f"{format_points(row.score)}/{format_points(row.max_score)} "
                         f"run {row.seconds:.1f}s "
                         f"elapsed {format_duration(time.monotonic() - self.start)} "
-                        f"ETA {format_duration(self.eta())}")
+                        f"ETA {format_duration(self.eta())}" + (f" | why: {why}" if why else ""))
 
 
 # --------------------------------------------------------------------------- output
@@ -638,42 +660,14 @@ def _md_trusted(text: str) -> str:
 
 
 def _feedback(row: Row, solution: Solution) -> str:
-    """``feedback/<name>.md``. Every text but the grader's own words is escaped: messages,
-    notes and check messages with :func:`_md` (they carry what the student's code printed or
-    raised, and file names), the instructor's plain text with :func:`_md_trusted`."""
-    lines = [f"# Feedback: {_md(row.submission)} ({_md_trusted(solution.assignment)})", "",
-             f"**Score: {format_points(row.score)} / {format_points(row.max_score)}** "
-             f"(status: {_md(row.status)})", ""]
-    for msg in row.messages:
-        lines.append(f"> {_md(msg)}")
-    if row.messages:
-        lines.append("")
-    for qid in solution.questions:
-        q = solution.question(qid)
-        lines.append(f"## {_md_trusted(qid)}: {_md_trusted(q.title)} "
-                     f"({format_points(row.questions.get(qid, 0))} / "
-                     f"{format_points(solution.points[qid])})")
-        lines.append("")
-        results = [r for r in row.checks if r.question == qid]
-        public = sum(r.points for r in results if not r.hidden)
-        for text in row.notes.get(qid, []):
-            lines.append(f"> {_md(text)}")
-            lines.append("")
-        lines.append(f"Public checks (the ones in your notebook, on the grader's inputs): "
-                     f"{format_points(public)} of {format_points(solution.points[qid])} points; "
-                     "the rest are hidden checks.")
-        lines.append("")
-        for r in results:
-            mark = "✔" if r.passed else "✘"
-            kind = "hidden check" if r.hidden else "check"
-            text = f"- {mark} {kind} ({format_points(r.points)} pt): {_md_trusted(r.description)}"
-            if not r.passed:
-                text += f"  \n  {_md(r.message)}"
-            lines.append(text)
-        lines.append("")
-    lines.append("Hidden checks are named by what they test and say what failed; their code and "
-                 "inputs stay with the grader.")
-    return "\n".join(lines) + "\n"
+    """``feedback/<name>.md``: the row's automatic feedback
+    (:func:`~kpca_lib.course.grading.feedback.feedback_markdown` of its record)."""
+    return _feedback_of(_record(row), solution)
+
+
+def _feedback_of(record: dict[str, Any], solution: Solution) -> str:
+    return feedback_markdown(record, assignment=solution.assignment, points=solution.points,
+                             titles={q: solution.question(q).title for q in solution.questions})
 
 
 def _record(row: Row) -> dict[str, Any]:
@@ -691,6 +685,10 @@ def _record(row: Row) -> dict[str, Any]:
         data["grader_error"] = row.grader_error
     if row.lookalikes:
         data["lookalikes"] = list(row.lookalikes)
+    if row.submitted:
+        data["submitted"] = row.submitted
+    elif row.submitted_problem:
+        data["submitted_problem"] = row.submitted_problem
     return data
 
 
@@ -747,10 +745,14 @@ class Batch(list):  # type: ignore[type-arg]
       (``""`` if none),
       ``summary_errors``: why ``summary.md``/``summary.png`` could not be written;
     * ``elapsed``: this run's wall clock in seconds;
-    * ``sandbox``, ``out``.
+    * ``sandbox``, ``out``;
+    * ``not_regraded``: with ``regrade``, row id → why it was kept as it was;
+    * ``finals``: row id → its final grade (policy, adjustments) in the whole gradebook.
     """
 
     skipped: list[str]
+    not_regraded: dict[str, str]
+    finals: dict[str, Any]
     lookalikes: list[list[str]]
     suspicious: dict[str, str]
     counts: dict[str, int]
@@ -779,6 +781,8 @@ def grade_batch(
     merge: bool = False,
     root: Path | None = None,
     cluster: Any = None,
+    row_id: str | None = None,
+    regrade: str | None = None,
 ) -> Batch:
     """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
 
@@ -801,14 +805,31 @@ def grade_batch(
     Dask cluster instead of ``jobs`` local workers (:mod:`kpca_lib.course.grading.cluster`);
     everything else, the secret and the checks included, stays in this process. Without
     it Dask is not imported.
+
+    ``row_id`` (with ``merge`` and one submission): the row the submission fills, wherever
+    the file is (late work kept elsewhere). ``regrade`` (a question id): grade that question
+    again for ``submissions`` (default: every row of the gradebook, from the file it was
+    graded from) and keep everything else of each row.
+
+    The instructor's ``policy.toml`` and ``adjustments.csv`` in ``out`` (see
+    :mod:`~kpca_lib.course.grading.policy`) are read first, checked against the assignment
+    and the gradebook's rows (a :class:`~kpca_lib.course.grading.policy.PolicyError`
+    stops before anything is graded), and applied to every table written.
     """
-    if resume and merge:
-        raise ValueError("--resume and --merge cannot be used together.")
+    if sum(map(bool, (resume, merge, regrade))) > 1:
+        raise ValueError("--resume, --merge and --regrade cannot be used together.")
+    if row_id is not None:
+        if not merge:
+            raise ValueError("--row-id goes with --merge (it names the row a late submission fills).")
+        if len(submissions) != 1:
+            raise ValueError(f"--row-id names one row, but {len(submissions)} submissions were "
+                             "given; merge them one at a time.")
+        _check_row_id(row_id)
     path = Path(solutions) / f"{assignment}.ipynb"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in Path(solutions).glob("*.ipynb"))) or "none"
         raise ValueError(f"no assignment {assignment!r} in {solutions} (known: {known}).")
-    paths = submission_paths(submissions)
+    paths = submission_paths(submissions) if submissions or not regrade else []
     if memory_mb < MIN_MEMORY_MB:
         raise ValueError(f"--memory {memory_mb} is in MB ({memory_mb} MB per submission), less than "
                          f"the {MIN_MEMORY_MB} MB any Python kernel needs; for {memory_mb} GB pass "
@@ -818,12 +839,33 @@ def grade_batch(
     elif sandbox not in SANDBOXES:
         raise ValueError(f"sandbox must be one of {SANDBOXES}; got {sandbox!r}.")
     solution = read_solution(path)
-    mode = "resume" if resume else "merge" if merge else "new"
+    if regrade is not None and regrade not in solution.points:
+        raise ValueError(f"--regrade {regrade!r} is not a question of {assignment} (its questions: "
+                         f"{', '.join(solution.points)}).")
+    mode = "resume" if resume else "merge" if merge or regrade else "new"
+    policy = load_policy(Path(out))
+    policy.check(solution.points)
+    roster = policy.load_roster()
+    adjustments = load_adjustments(Path(out))
     with _open_runner(cluster, sandbox) as runner, \
-            Gradebook(Path(out), assignment=assignment, points=solution.points, mode=mode) as book:
+            Gradebook(Path(out), assignment=assignment, points=solution.points, mode=mode,
+                      titles={q: solution.question(q).title for q in solution.questions}) as book:
+        not_regraded: dict[str, str] = {}
+        given_ids: list[str] | None = [row_id] if row_id is not None else None
+        if regrade is not None and not paths:
+            paths, given_ids, not_regraded = _regrade_targets(book)
         base = Path(os.path.abspath(root)) if root is not None else (
-            Path(book.root) if book.root else common_root(paths))
-        ids = row_ids(paths, base)
+            Path(book.root) if book.root else _default_root(paths, assignment))
+        ids = given_ids if given_ids is not None else row_ids(paths, base)
+        if regrade is not None:
+            absent = [i for i in ids if i not in book]
+            if absent:
+                raise ValueError(f"--regrade: {', '.join(repr(a) for a in absent[:5])} "
+                                 f"{'is' if len(absent) == 1 else 'are'} not in the gradebook "
+                                 f"{book.out}; add new submissions with --merge.")
+        check_adjustments(adjustments, [*book.rows, *ids], solution.points,
+                          str(Path(out) / ADJUSTMENTS_FILE))
+        book.set_policy(policy, adjustments, roster)
         secret = _secret(seed)
         _canary(solution, runner, timeout=timeout, memory_mb=memory_mb, sandbox=sandbox,
                 secret=secret)
@@ -832,12 +874,16 @@ def grade_batch(
         batch = Batch()
         batch.sandbox, batch.out = sandbox, book.out
         batch.skipped = [i for i in ids if resume and i in book]
+        batch.not_regraded = not_regraded
         groups = lookalike_groups([*book.rows, *ids])
         batch.lookalikes = groups
         batch.suspicious = {}
         similar = {rid: [o for o in g if o != rid] for g in groups for rid in g}
 
         def finish(row: Row) -> None:  # never raises: a row is always recorded
+            if regrade is not None:
+                _finish_regrade(row)
+                return
             try:
                 text = _feedback(row, solution)
             except Exception as exc:
@@ -848,6 +894,25 @@ def grade_batch(
             book.add(data, text)
             row.feedback = data["feedback"]
 
+        def _finish_regrade(row: Row) -> None:
+            """Only ``regrade``'s results replace the old row's; a row the grader could not
+            grade again keeps its old grade and is reported."""
+            old = book.rows[row.submission]
+            if row.grader_error or row.status == "invalid":
+                why = row.grader_error or problem(_record(row))
+                batch.not_regraded[row.submission] = f"kept as it was: {why}"
+                _restore(row, old)
+                return
+            try:
+                data = _regraded_record(old, _record(row), regrade, solution)
+                text = _feedback_of(data, solution)
+            except Exception as exc:
+                batch.not_regraded[row.submission] = f"kept as it was: {_describe(exc)}"
+                _restore(row, old)
+                return
+            book.add(data, text)
+            _restore(row, data)
+
         todo = [(i, p, rid) for i, (p, rid) in enumerate(zip(paths, ids, strict=True))
                 if not (resume and rid in book)]
         parallel = _parallelism(runner, jobs)
@@ -855,7 +920,8 @@ def grade_batch(
         where = ((f"on the Dask cluster {cluster}" if isinstance(cluster, str) else "on a Dask cluster")
                  + f" ({parallel} worker thread{'s' if parallel != 1 else ''})"
                  if cluster is not None else f"{jobs} parallel job{'s' if jobs != 1 else ''}")
-        bar.begin(f"grading {len(todo)} submission{'s' if len(todo) != 1 else ''} of {assignment}: "
+        what = f"regrading {regrade} in" if regrade else "grading"
+        bar.begin(f"{what} {len(todo)} submission{'s' if len(todo) != 1 else ''} of {assignment}: "
                   f"{where}, sandbox {sandbox}"
                   + (f"; {len(batch.skipped)} already in the gradebook (--resume)"
                      if batch.skipped else "") + f"; gradebook {book.out}")
@@ -876,11 +942,14 @@ def grade_batch(
                         "the instructor checks this submission's name: "
                         + (why or "it looks like another submission's name (look-alike letters, "
                            "case or invisible characters)") + ".")
+                row.submitted, row.submitted_problem = _handed_in_at(policy, sub, base)
                 try:
                     job = _start(row, sub, i, solution, secret, work, root=base, batch=links)
                 except Exception as exc:  # a grader-side failure on this submission only
                     _grader_failure(row, _describe(exc))
                     job = None
+                if job is not None and regrade is not None:  # only its export cell runs
+                    job.done.update(q for q in solution.questions if q != regrade)
                 if job is None:
                     finish(row)
                     bar.step(row)
@@ -914,8 +983,11 @@ def grade_batch(
                     bar.step(job.row)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        batch.summary, batch.summary_text, batch.summary_errors = _write_summary(
-            book, solution.points, assignment)
+        from .handback import refresh  # the feedback pages and the summary's figure
+
+        done = refresh(book)
+        batch.summary, batch.summary_text, batch.summary_errors = done.summary, done.text, done.errors
+        batch.finals = done.finals
         batch.elapsed = time.monotonic() - bar.start
         try:
             book.close()
@@ -1006,33 +1078,108 @@ def _parallelism(runner: Callable[..., None], jobs: int) -> int:
     return threads() if callable(threads) else max(1, jobs)
 
 
-def _write_summary(book: Gradebook, points: dict[str, float],
-                   assignment: str) -> tuple[Summary | None, str, list[str]]:
-    """Rebuild ``summary.md`` and ``summary.png`` from the rows on disk; never raises
-    (the grades are written already): what went wrong is returned."""
-    try:
-        summary = summarize(book.saved_rows(), points, assignment=assignment)
-        text = summary_markdown(summary)
-    except Exception as exc:
-        return None, "", [f"the summary could not be computed ({_describe(exc)})"]
-    files = {"summary.md": text.encode("utf-8")}
-    errors = []
-    try:
-        files["summary.png"] = summary_png(summary)
-    except Exception as exc:
-        errors.append(f"summary.png could not be drawn ({_describe(exc)})")
-    try:
-        errors += book.write_generated(files)
-    except Exception as exc:
-        errors.append(f"the summary could not be written ({_describe(exc)})")
-    return summary, text, errors
-
-
 def _counts(records: Any) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return counts
+
+
+def _check_row_id(row_id: str) -> None:
+    """``ValueError`` unless ``row_id`` reads like a row id: visible characters, parts
+    separated by single ``/``, none of them ``.`` or ``..``."""
+    parts = row_id.split("/")
+    if (not row_id or visible(row_id) != row_id or row_id != row_id.strip()
+            or any(p in ("", ".", "..") for p in parts)):
+        raise ValueError(f"--row-id {visible(row_id)!r} is not a row id: write it as grades.csv "
+                         "does, e.g. alice/01_feature_maps (visible characters, parts separated "
+                         "by one /).")
+
+
+def _default_root(paths: list[Path], assignment: str) -> Path:
+    """The folder row ids are relative to: the submissions' common folder; for one file named
+    after the assignment (``alice/01_feature_maps.ipynb``), the folder above, so that the row
+    keeps the student's folder name (``alice/01_feature_maps``)."""
+    base = common_root(paths)
+    if len(paths) == 1 and paths[0].stem == assignment and base.parent != base:
+        return base.parent
+    return base
+
+
+def _regrade_targets(book: Gradebook) -> tuple[list[Path], list[str], dict[str, str]]:
+    """Every row of the gradebook that can be graded again: the files they were graded
+    from, their ids, and the rows left as they are with the reason."""
+    paths, ids, kept = [], [], {}
+    for rid, rec in book.rows.items():
+        if rec.get("status") == "invalid":
+            kept[rid] = "kept as it was: invalid (no question of it ran)"
+        elif rec.get("grader_error"):
+            kept[rid] = "kept as it was: the grader failed on it; grade it with --merge"
+        elif not os.path.lexists(str(rec.get("file", ""))):
+            kept[rid] = f"kept as it was: its file {visible(str(rec.get('file')))!r} is gone"
+        else:
+            paths.append(Path(str(rec["file"])))
+            ids.append(rid)
+    if not ids:
+        raise ValueError(f"--regrade: no row of {book.out} can be graded again "
+                         f"({len(kept)} kept as they are: invalid, grader failures or missing "
+                         "files).")
+    return paths, ids, kept
+
+
+def _handed_in_at(policy: Policy, sub: Path, base: Path) -> tuple[str, str]:
+    """When ``sub`` was handed in, from the policy's source (the file's time without a
+    late-work policy): ``(ISO time, "")`` or ``("", why unknown)``."""
+    try:
+        mtime: float | None = os.lstat(sub).st_mtime
+    except OSError:
+        mtime = None
+    if policy.late is None:
+        if mtime is None:
+            return "", "the file's time could not be read"
+        return format_time(datetime.fromtimestamp(mtime, timezone.utc)), ""
+    relative = os.path.relpath(sub, base) if Path(sub).is_relative_to(base) else Path(sub).name
+    return submission_time(policy.late, relative=relative.replace(os.sep, "/"), mtime=mtime)
+
+
+def _restore(row: Row, data: dict[str, Any]) -> None:
+    """Show ``data`` (the row as the gradebook now holds it) in ``row`` for the progress line."""
+    row.status = data["status"]
+    row.questions = dict(data["questions"])
+    row.grader_error = str(data.get("grader_error", ""))
+
+
+def _regraded_record(old: dict[str, Any], new: dict[str, Any], qid: str,
+                     solution: Solution) -> dict[str, Any]:
+    """``old`` with question ``qid``'s score, checks, notes and messages from ``new`` (a run
+    that checked only ``qid``), and the regrade recorded; everything else kept."""
+    data = json.loads(json.dumps(old))
+    data["questions"][qid] = new["questions"][qid]
+    data["score"] = float(sum(data["questions"].values()))
+    order = {q: i for i, q in enumerate(solution.questions)}
+    checks = [c for c in old.get("checks", []) if c.get("question") != qid]
+    checks += [c for c in new.get("checks", []) if c.get("question") == qid]
+    data["checks"] = sorted(checks, key=lambda c: order.get(c.get("question"), len(order)))
+    notes = {q: v for q, v in (old.get("notes") or {}).items() if q != qid}
+    if (new.get("notes") or {}).get(qid):
+        notes[qid] = new["notes"][qid]
+    data.pop("notes", None)
+    if notes:
+        data["notes"] = {q: notes[q] for q in sorted(notes, key=lambda q: order.get(q, len(order)))}
+    mine = f"{qid}: "
+    data["messages"] = ([m for m in old.get("messages", []) if not m.startswith(mine)]
+                        + [m for m in new.get("messages", []) if m.startswith(mine)])
+    others_stopped = any(m.startswith(f"{q}: ") and " stopped: " in m
+                         for q in solution.questions if q != qid for m in data["messages"]) or any(
+        m.startswith("the notebook could not run") for m in data["messages"])
+    if new["status"] != "graded":
+        data["status"] = new["status"]
+    elif old["status"] != "graded" and not others_stopped:
+        data["status"] = "graded"
+    data.setdefault("regraded", []).append({
+        "question": qid, "at": format_time(datetime.now(timezone.utc)),
+        "before": old["questions"][qid], "after": new["questions"][qid]})
+    return data
 
 
 def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work: Path, *,

@@ -45,6 +45,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .policy import INSTRUCTOR_FILES, Adjustment, Final, Policy, finalize, format_time
+from .roster import Roster
+
 __all__ = [
     "MARKER",
     "STATUSES",
@@ -63,6 +66,16 @@ __all__ = [
     "format_points",
     "atomic_write",
     "GENERATED",
+    "STUDENTS",
+    "ARCHIVES",
+    "EXPORT",
+    "problem",
+    "peek",
+    "CSV_EXTRA",
+    "final_cells",
+    "final_record",
+    "late_word",
+    "adjustments_text",
 ]
 
 MARKER = ".kpca-gradebook.json"
@@ -71,6 +84,16 @@ VERSION = 1
 STATUSES = ("graded", "timeout", "crashed", "invalid")
 #: Files rebuilt from ``grades.json`` after every batch (replaced like the tables).
 GENERATED = ("summary.md", "summary.png")
+#: The hand-back tree: ``students/<student>/<row>.md|.html`` (and ``.zip`` archives), rebuilt
+#: from ``grades.json`` and the instructor's policy after every batch and export.
+STUDENTS = "students"
+#: ``archives/<student>.zip``: each student's folder of :data:`STUDENTS` as one file to upload.
+ARCHIVES = "archives"
+#: ``export/<file>.csv``: the final grades in the formats an LMS imports (``kpca-course export``).
+EXPORT = "export"
+#: A row's ``message`` (grades.csv, summary.md, progress lines) is cut to this many characters.
+MAX_PROBLEM = 300
+_NAME_CHECK = "the instructor checks this submission's name"
 MODES = ("new", "resume", "merge")
 MAX_GRADEBOOK_BYTES = 512_000_000
 MAX_NAME_BYTES = 200
@@ -414,11 +437,14 @@ class Gradebook:
     folder descriptors). Thread-safe.
     """
 
-    def __init__(self, out: Path, *, assignment: str, points: dict[str, float], mode: str) -> None:
+    def __init__(self, out: Path, *, assignment: str, points: dict[str, float], mode: str,
+                 titles: dict[str, str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         self.out = Path(os.path.abspath(os.fspath(out)))
         self.assignment, self.points, self.mode = assignment, dict(points), mode
+        #: Question id -> title (for the feedback); kept in ``grades.json`` for ``export``.
+        self.titles: dict[str, str] = dict(titles or {})
         self.rows: dict[str, dict[str, Any]] = {}
         self.root: str | None = None
         self.sandbox: str | None = None
@@ -430,6 +456,13 @@ class Gradebook:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._fb: int | None = None
+        #: The instructor's policy, adjustments and roster (:meth:`set_policy`): every table
+        #: written shows the final grades they give; the rows keep the automatic scores.
+        self.policy = Policy()
+        self.adjustments: list[Adjustment] = []
+        self.roster: Roster | None = None
+        # row id -> (the record it was computed from, its Final, its JSON text)
+        self._finals: dict[str, tuple[dict[str, Any], Final, str]] = {}
         where = str(self.out)
         if mode == "new":
             st = _lstat_path(self.out)
@@ -442,7 +475,7 @@ class Gradebook:
                 raise GradebookError(f"--out {where} is a file, not a folder; choose another --out.")
             fd = _open_out(self.out, create=False)
             try:
-                entries = [e for e in os.listdir(fd) if not _is_tmp(e)]
+                entries = [e for e in os.listdir(fd) if not _is_tmp(e) and e not in INSTRUCTOR_FILES]
                 if MARKER in entries:
                     info = self._read_marker(fd)
                     raise GradebookError(
@@ -454,7 +487,8 @@ class Gradebook:
                     raise GradebookError(
                         f"--out {where} exists and is not a gradebook written by kpca-course (it has "
                         f"{shown}{'...' if len(entries) > 3 else ''} and no {MARKER}); nothing in it "
-                        "was touched. Choose another --out (a new or empty folder).")
+                        "was touched. Choose another --out (a new or empty folder, or one that "
+                        f"holds only {' and '.join(INSTRUCTOR_FILES)}).")
             finally:
                 os.close(fd)
             return
@@ -527,6 +561,9 @@ class Gradebook:
                 f"{list(self.points)}; grade into a new --out.")
         root = book.get("root")
         self.root = root if isinstance(root, str) else None
+        titles = book.get("titles")
+        if not self.titles and isinstance(titles, dict):
+            self.titles = {str(k): str(v) for k, v in titles.items()}
         for i, r in enumerate(book["submissions"]):
             if not isinstance(r, dict):
                 raise bad(f"entry {i} is not an object")
@@ -544,12 +581,38 @@ class Gradebook:
                 raise bad(f"entry {rid!r} has malformed scores")
             if "run_seconds" in r and not (_number(r["run_seconds"]) and r["run_seconds"] >= 0):
                 raise bad(f"entry {rid!r} has a malformed run time")  # absent: an older gradebook
+            if not isinstance(r.get("submitted", ""), str):
+                raise bad(f"entry {rid!r} has a malformed submission time")
+            if not isinstance(r.get("regraded", []), list):
+                raise bad(f"entry {rid!r} has a malformed list of regrades")
             fb = r.get("feedback")
             if not (isinstance(fb, str) and fb.startswith("feedback/") and fb.endswith(".md")
                     and "/" not in fb[len("feedback/"):] and not fb[len("feedback/"):].startswith(".")):
                 raise bad(f"entry {rid!r} has no valid feedback file name")
             self.rows[rid] = r
             self._encoded[rid] = _encode_row(r)
+
+    def set_policy(self, policy: Policy, adjustments: Sequence[Adjustment],
+                   roster: Roster | None) -> None:
+        """The grading policy, adjustments and roster that the tables apply from now on
+        (checked by the caller: :func:`~kpca_lib.course.grading.policy.check_adjustments`)."""
+        with self._lock:
+            self.policy, self.adjustments, self.roster = policy, list(adjustments), roster
+            self._finals.clear()
+            self._dirty = True
+
+    def final(self, record: dict[str, Any]) -> Final:
+        """A row's final grade under the current policy and adjustments (computed once per
+        row and policy: a batch costs O(rows), not O(rows²))."""
+        rid = record["submission"]
+        cached = self._finals.get(rid)
+        if cached is not None and cached[0] is record:
+            return cached[1]
+        final = finalize(record, self.points, policy=self.policy, adjustments=self.adjustments,
+                         roster=self.roster)
+        text = json.dumps(final_record(final), indent=1, ensure_ascii=False).replace("\n", "\n  ")
+        self._finals[rid] = (record, final, text)
+        return final
 
     def set_order(self, ids: Sequence[str]) -> None:
         """Rows of ``ids`` are listed in this order (after rows not among them), whatever
@@ -589,7 +652,7 @@ class Gradebook:
             raise GradebookError(f"the gradebook folder {self.out} cannot be created "
                                  f"({exc.strerror}); choose another --out.") from None
         where = str(self.out)
-        if [e for e in os.listdir(self._fd) if not _is_tmp(e)]:
+        if [e for e in os.listdir(self._fd) if not _is_tmp(e) and e not in INSTRUCTOR_FILES]:
             raise GradebookError(f"--out {where} was filled by something else while starting; "
                                  "choose another --out.")
         marker = {"format": FORMAT, "version": VERSION, "assignment": self.assignment}
@@ -703,6 +766,57 @@ class Gradebook:
                 errors.append(f"{self.out}: {exc.strerror or exc}")
         return errors
 
+    def write_tree(self, tree: str, files: dict[tuple[str, str], bytes]) -> list[str]:
+        """Write a hand-back tree (:data:`STUDENTS` or :data:`ARCHIVES`): ``(folder, name)
+        -> bytes`` becomes ``<tree>/<folder>/<name>`` (``folder`` ``""``: ``<tree>/<name>``),
+        each file replaced atomically, a file whose bytes are unchanged left as it is. Names
+        are one path part each, not hidden. Never raises for I/O: what could not be written
+        is returned."""
+        if tree not in (STUDENTS, ARCHIVES, EXPORT):
+            raise ValueError(f"{tree!r} is not a tree the gradebook generates.")
+        for folder, name in files:
+            for part in (folder, name) if folder else (name,):
+                if not part or "/" in part or "\0" in part or part.startswith("."):
+                    raise ValueError(f"{part!r} is not a name the hand-back tree uses.")
+        errors: list[str] = []
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("Gradebook.start() was not called.")
+            where = f"{self.out}/{tree}"
+            try:
+                top = self._subdir(self._fd, tree, where)
+            except (OSError, GradebookError) as exc:
+                return [f"{tree}/: {getattr(exc, 'strerror', None) or exc}"]
+            opened: dict[str, int] = {"": top}
+            try:
+                for (folder, name), data in sorted(files.items()):
+                    try:
+                        if folder not in opened:
+                            opened[folder] = self._subdir(top, folder, f"{where}/{folder}")
+                        fd = opened[folder]
+                        if _same_bytes(fd, name, data):
+                            continue
+                        atomic_write(fd, name, data, where=f"{where}/{folder}".rstrip("/"),
+                                     sync_dir=False)
+                    except (OSError, GradebookError) as exc:
+                        errors.append(f"{tree}/{folder + '/' if folder else ''}{name}: "
+                                      f"{getattr(exc, 'strerror', None) or exc}")
+                for fd in opened.values():
+                    os.fsync(fd)
+            finally:
+                for fd in opened.values():
+                    os.close(fd)
+        return errors
+
+    @staticmethod
+    def _subdir(parent: int, name: str, where: str) -> int:
+        if _lstat(name, parent) is None:
+            try:
+                os.mkdir(name, 0o755, dir_fd=parent)
+            except FileExistsError:
+                pass
+        return _open_dir(name, parent, where)
+
     def _sandbox_summary(self) -> str | None:
         modes = {r.get("sandbox") for r in self.rows.values()} or {self.sandbox}
         return modes.pop() if len(modes) == 1 else "mixed"
@@ -713,12 +827,18 @@ class Gradebook:
             "assignment": self.assignment,
             "max_score": float(sum(self.points.values())),
             "questions": self.points,
+            "titles": self.titles,
             "root": self.root,
             "sandbox": self._sandbox_summary(),
         }
+        ordered = self._ordered()
+        for r in ordered:
+            self.final(r)
         text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]  # without "\n}"
-        rows = ",".join("\n  " + self._encoded[r["submission"]] for r in self._ordered())
-        return f'{text},\n "submissions": [{rows}\n ]\n}}\n'
+        finals = ",".join(f"\n  {json.dumps(r['submission'], ensure_ascii=False)}: "
+                          f"{self._finals[r['submission']][2]}" for r in ordered)
+        rows = ",".join("\n  " + self._encoded[r["submission"]] for r in ordered)
+        return f'{text},\n "final": {{{finals}\n }},\n "submissions": [{rows}\n ]\n}}\n'
 
 
     def _csv(self) -> str:
@@ -734,13 +854,15 @@ class Gradebook:
             texts = [csv_cell(c) for c in cells]
             (quoted if any("\r" in t for t in texts) else plain).writerow(texts)
 
-        write(["submission", "status", "score", "max_score", *self.points, "run_seconds"])
+        write(["submission", "status", "score", "max_score", *self.points, "run_seconds",
+               *CSV_EXTRA])
         for r in self._ordered():
             seconds = r.get("run_seconds")  # absent in a row of an older gradebook
-            write([r["submission"], r["status"], format_points(r["score"]),
+            final = self.final(r)
+            write([r["submission"], r["status"], format_points(final.score),
                    format_points(r["max_score"]),
-                   *[format_points(r["questions"][q]) for q in self.points],
-                   "" if seconds is None else f"{seconds:.2f}"])
+                   *[format_points(final.questions[q]) for q in self.points],
+                   "" if seconds is None else f"{seconds:.2f}", *final_cells(final, r)])
         return buf.getvalue()
 
     def close(self) -> None:
@@ -777,10 +899,115 @@ class Gradebook:
             pass  # the first error wins
 
 
+#: The columns of ``grades.csv`` after ``run_seconds``: the automatic score (``score`` and the
+#: question columns are the final grade), the late flag, the penalty in points, the
+#: submission time, the adjustments applied, what a by-hand question waits for, the problem.
+CSV_EXTRA = ("auto_score", "late", "penalty", "submitted", "adjustments", "message")
+
+
+def late_word(final: Final) -> str:
+    """``yes``, ``no``, ``unknown`` (no submission time), ``""`` (no deadline set)."""
+    if final.late is None:
+        return ""
+    if final.late.submitted is None:
+        return "unknown"
+    return "yes" if final.late.late else "no"
+
+
+def adjustments_text(final: Final) -> str:
+    """The adjustments applied and by-hand questions pending, in a few words:
+    ``q2 = 3; whole +1; q5 by hand: not graded yet``."""
+    parts = [f"{a.question or 'whole'} {a.describe()}" for a in final.applied]
+    parts += [f"{q} by hand: not graded yet" for q in final.pending]
+    return "; ".join(parts)
+
+
+def problem(record: dict[str, Any]) -> str:
+    """Why a row is not ``graded`` (its reasons, on one line, at most :data:`MAX_PROBLEM`
+    characters); ``""`` for a graded row. A grader failure says so first."""
+    if record.get("status") == "graded":
+        return ""
+    from .text import one_line  # text imports this module
+
+    said = [str(m) for m in record.get("messages") or [] if not str(m).startswith(_NAME_CHECK)]
+    if record.get("grader_error"):
+        said = [f"grader failure: {record['grader_error']}"]
+    text = one_line(" ".join(said)) or f"{record.get('status')} (no reason recorded)"
+    return text if len(text) <= MAX_PROBLEM else text[: MAX_PROBLEM - 3].rstrip() + "..."
+
+
+def final_cells(final: Final, record: dict[str, Any]) -> list[str]:
+    """The cells of :data:`CSV_EXTRA` for one row."""
+    submitted = final.late.submitted if final.late is not None else None
+    if submitted is None and isinstance(record.get("submitted"), str):
+        shown = record["submitted"]
+    else:
+        shown = format_time(submitted)
+    return [format_points(final.auto_score), late_word(final),
+            format_points(final.penalty) if final.late is not None else "", shown,
+            adjustments_text(final), problem(record)]
+
+
+def final_record(final: Final) -> dict[str, Any]:
+    """A row's final grade as ``grades.json`` shows it (under ``"final"``; recomputed from
+    the rows, the policy and the adjustments each time, never read back)."""
+    out: dict[str, Any] = {"score": final.score, "questions": dict(final.questions),
+                           "auto_score": final.auto_score}
+    if final.applied:
+        out["adjustments"] = [{"question": a.question, "change": a.describe(), "reason": a.reason,
+                               "line": a.line} for a in final.applied]
+    if final.pending:
+        out["by_hand_pending"] = list(final.pending)
+    if final.late is not None:
+        late = final.late
+        out["late"] = {"due": format_time(late.due), "submitted": format_time(late.submitted),
+                       "late": late.late, "days": late.days, "percent": late.percent,
+                       "penalty": final.penalty}
+        if late.problem:
+            out["late"]["problem"] = late.problem
+    if final.warnings:
+        out["warnings"] = list(final.warnings)
+    return out
+
+
+def _same_bytes(dir_fd: int, name: str, data: bytes) -> bool:
+    """Whether the regular file ``name`` already holds exactly ``data`` (never follows a link)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        return stat.S_ISREG(st.st_mode) and st.st_size == len(data) and fh.read() == data
+
+
 def _encode_row(record: dict[str, Any]) -> str:
     """A row's JSON text, indented for its place in ``grades.json``'s list of submissions
     (JSON strings hold no raw newline, so indenting every line is safe)."""
     return json.dumps(record, indent=1, ensure_ascii=False).replace("\n", "\n  ")
+
+
+def peek(out: Path) -> tuple[str, dict[str, float]]:
+    """The assignment and question points of the gradebook in ``out`` (to open it without
+    ``solutions/``); :class:`GradebookError` if ``out`` is not a gradebook of this version."""
+    where = str(out)
+    if _lstat_path(Path(out)) is None:
+        raise GradebookError(f"{where} does not exist; give the gradebook folder (grade --out).")
+    fd = _open_out(Path(out), create=False)
+    try:
+        if MARKER not in os.listdir(fd):
+            raise GradebookError(f"{where} is not a gradebook written by kpca-course (no {MARKER}).")
+        probe = Gradebook.__new__(Gradebook)
+        probe.out = Path(os.path.abspath(out))
+        assignment = probe._read_marker(fd)
+        data = _read_small("grades.json", fd, MAX_GRADEBOOK_BYTES, where)
+    finally:
+        os.close(fd)
+    book = _parse_json(data or b"{}", f"{where}/grades.json")
+    points = book.get("questions") if isinstance(book, dict) else None
+    if not isinstance(points, dict) or not all(_number(v) for v in points.values()):
+        raise GradebookError(f"{where}/grades.json has no questions; was anything graded there?")
+    return assignment, {str(q): float(v) for q, v in points.items()}
 
 
 def _lstat_path(path: Path) -> os.stat_result | None:

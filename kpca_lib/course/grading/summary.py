@@ -8,10 +8,12 @@ terminal (aligned tables), :func:`summary_png` as a figure (matplotlib's ``Figur
 with the Agg canvas: no pyplot, no global state). Writing the files is the
 gradebook's job (:meth:`kpca_lib.course.grading.gradebook.Gradebook.write_generated`).
 
-Rows from an older gradebook may lack ``run_seconds``; they are counted as such. No
-text a student controls (names, messages) goes into the summary: only the statuses,
-scores, and the check ids and descriptions of ``solutions/``. Those are plain text, and
-``grades.json`` is a file on disk: every text from it is escaped
+Rows from an older gradebook may lack ``run_seconds``; they are counted as such. With
+the final grades (:func:`~kpca_lib.course.grading.policy.finalize`: adjustments, by-hand
+questions, late penalties), the scores are the final ones and the late work, adjustments
+and pending by-hand grades are counted. Text a student controls appears only in the
+"Problems" list (the row id and why it is not ``graded``), one line each. Every text
+read from ``grades.json`` (a file on disk) is escaped
 (:func:`~kpca_lib.course.grading.text.markdown_text`, with the underscores inside
 identifiers left as they are, so that the tables still read as plain text).
 """
@@ -25,7 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .gradebook import STATUSES, format_points
+from .gradebook import STATUSES, format_points, problem
+from .policy import Final
 from .text import markdown_text
 
 __all__ = ["Bin", "QuestionStats", "CheckStats", "Summary", "summarize", "score_bins",
@@ -109,6 +112,18 @@ class Summary:
     ran: int
     total_seconds: float
     median_seconds: float | None
+    #: Rows that are not ``graded``: ``(row id, status, why)``, in the gradebook's order.
+    problems: tuple[tuple[str, str, str], ...] = ()
+    #: With final grades: rows late, with an unknown submission time, adjusted by hand,
+    #: waiting for a by-hand grade; the points deducted for lateness in all.
+    late: int = 0
+    late_unknown: int = 0
+    adjusted: int = 0
+    pending: int = 0
+    penalties: float = 0.0
+    #: Whether the final grades were given (else the scores are the automatic ones).
+    final: bool = False
+    warnings: tuple[str, ...] = ()
 
 
 def _number(x: Any) -> bool:
@@ -142,7 +157,7 @@ def _bin_index(score: float, edges: Sequence[tuple[float, float]]) -> int:
 
 
 def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
-              assignment: str = "") -> Summary:
+              assignment: str = "", finals: Mapping[str, Final] | None = None) -> Summary:
     """The summary of a gradebook's ``rows`` (entries of ``grades.json``).
 
     Parameters
@@ -156,6 +171,9 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
         Question id -> points, in the assignment's order.
     assignment : str
         Its name, shown in the title.
+    finals : mapping, optional
+        Row id -> its :class:`~kpca_lib.course.grading.policy.Final` grade: the scores
+        counted are then the final ones.
 
     Returns
     -------
@@ -170,8 +188,15 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
     seconds: list[float] = []
     checks: dict[tuple[str, str], dict[str, Any]] = {}
     failures = checked = 0
+    problems = []
     for r in rows:
+        final = finals.get(str(r.get("submission"))) if finals is not None else None
+        if final is not None:
+            r = {**r, "score": final.score, "questions": final.questions}
         status = r.get("status")
+        why = problem(dict(r))
+        if why:
+            problems.append((str(r.get("submission", "")), str(status), why))
         counts[status] = counts.get(status, 0) + 1
         if r.get("grader_error"):
             failures += 1
@@ -232,7 +257,24 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
         ran=len(ran),
         total_seconds=float(sum(seconds)),
         median_seconds=statistics.median(ran) if ran else None,
+        problems=tuple(problems),
+        **_final_counts(finals),
     )
+
+
+def _final_counts(finals: Mapping[str, Final] | None) -> dict[str, Any]:
+    if finals is None:
+        return {}
+    fs = list(finals.values())
+    return {
+        "final": True,
+        "late": sum(1 for f in fs if f.late is not None and f.late.late),
+        "late_unknown": sum(1 for f in fs if f.late is not None and f.late.submitted is None),
+        "adjusted": sum(1 for f in fs if f.applied),
+        "pending": sum(1 for f in fs if f.pending),
+        "penalties": float(sum(f.penalty for f in fs)),
+        "warnings": tuple(f"{f.row}: {w}" for f in fs for w in f.warnings),
+    }
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -304,7 +346,14 @@ def summary_markdown(s: Summary, *, compact: bool = False) -> str:
         lines += ["No submission yet.", ""]
     else:
         lines.append(f"Mean {_num(s.mean)}, median {_num(s.median)} over all {s.n} "
-                     "submissions (an invalid submission scores 0).")
+                     "submissions (an invalid submission scores 0)"
+                     + (" of the final grades: adjustments, by-hand questions and late "
+                        "penalties applied." if s.final else "."))
+        if s.final:
+            lines.append(f"Late: {s.late} submission(s), {format_points(round(s.penalties, 2))} "
+                         f"point(s) deducted in all; submission time unknown: {s.late_unknown}; "
+                         f"adjusted by hand: {s.adjusted}; waiting for a by-hand grade: "
+                         f"{s.pending}.")
         if s.grader_failures:
             lines.append(f"{s.grader_failures} row(s) the grader failed on count as 0 until "
                          "they are graded again (`--merge`).")
@@ -351,7 +400,27 @@ def summary_markdown(s: Summary, *, compact: bool = False) -> str:
                      "submission runs nothing).")
     if s.n > s.timed:
         lines.append(f"{s.n - s.timed} row(s) have no run time (graded by an older kpca-course).")
+    lines += _problems(s, compact)
     return "\n".join(lines) + "\n"
+
+
+def _problems(s: Summary, compact: bool) -> list[str]:
+    """"Problems": each row that is not ``graded`` with why, then what the final grades
+    could not apply exactly (clamped adjustments, unknown submission times)."""
+    lines = ["", "## Problems", ""]
+    if not s.problems and not s.warnings:
+        return [*lines, "None: every submission was graded."]
+    shown = s.problems[:TOP_CHECKS] if compact else s.problems
+    for rid, status, why in shown:
+        lines.append(f"- {_text(rid)} ({_text(status)}): {_text(why)}")
+    if len(shown) < len(s.problems):
+        lines.append(f"- ... and {len(s.problems) - len(shown)} more (see summary.md)")
+    warnings = s.warnings[:TOP_CHECKS] if compact else s.warnings
+    for w in warnings:
+        lines.append(f"- grade: {_text(w)}")
+    if len(warnings) < len(s.warnings):
+        lines.append(f"- ... and {len(s.warnings) - len(warnings)} more (see summary.md)")
+    return lines
 
 
 # --------------------------------------------------------------------------- figure
