@@ -33,6 +33,7 @@ by_hand = ["q2_feature_count"]
 
 [late]
 deadline = 2026-12-01T23:59:00+01:00
+submitted = "file"  # the test's own copies: it set their times
 penalty_per_day = 10
 [late.extensions]
 bob = "2d"
@@ -110,7 +111,10 @@ def test_after_grading_end_to_end(tmp_path, capsys):
 
     # 1. Grade into a folder that holds only the instructor's policy and adjustments.
     assert grade(out, *map(str, files)) == 0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
+    assert ("final grades: 2 adjustment(s) of adjustments.csv applied, 1 late, 0 with no "
+            "submission time, 3 waiting for a by-hand grade") in captured.out
     carol_line = next(line for line in err.splitlines() if "carol/" in line and "] " in line)
     assert "invalid" in carol_line and "why: the file is not valid JSON" in carol_line
     rows = table(out / "grades.csv")
@@ -137,6 +141,9 @@ def test_after_grading_end_to_end(tmp_path, capsys):
     page = (out / "students" / "alice" / f"{ASSIGNMENT}.html").read_text()
     assert "clear argument, with the formula" in page and "<script" not in page
     assert (out / "students" / "bob" / f"{ASSIGNMENT}.md").exists()
+    index = json.loads((out / "students" / "index.json").read_text())
+    assert index[f"carol/{ASSIGNMENT}"] == {"folder": "carol", "html": f"{ASSIGNMENT}.html",
+                                             "md": f"{ASSIGNMENT}.md"}
     assert (out / "policy.toml").read_text() == POLICY  # the instructor's files, untouched
     assert (out / "adjustments.csv").read_text() == ADJUSTMENTS
 
@@ -180,6 +187,7 @@ def test_after_grading_end_to_end(tmp_path, capsys):
     assert now["carol/01_feature_maps"] == before["carol/01_feature_maps"]
     regraded = table(out / "grades.csv")
     assert regraded["bob/01_feature_maps"]["q1_phi_p3"] == "3"  # the override survives
+    assert regraded["alice/01_feature_maps"]["q2_feature_count"] == "3"  # and the by-hand grade
 
     # 4. Export: a plain CSV with ids, Canvas and Moodle; the missing and extra students listed.
     assert cli("export", "--out", str(out), "--format", "all", "--archives",

@@ -120,6 +120,7 @@ by_hand = ["q2_feature_count"]
 
 [late]
 deadline = 2026-12-01T23:59:00+01:00
+submitted = "file"
 penalty_per_day = 10
 """
 ADJUSTMENTS = """row,question,points,score,reason
@@ -137,7 +138,7 @@ def final_of(record: dict[str, Any], adjustments: str = ADJUSTMENTS, policy: str
 @pytest.fixture
 def late_record() -> dict[str, Any]:
     record = _record(make_row())
-    record["submitted"] = "2026-12-03T10:00:00+01:00"  # 1 day 10 h after: 2 started days
+    record["file_time"] = "2026-12-03T10:00:00+01:00"  # 1 day 10 h after: 2 started days
     return record
 
 
@@ -180,7 +181,7 @@ def test_final_grade_in_html(late_record):
 
 def test_graded_by_hand_on_time_and_unknown_time():
     record = _record(make_row())
-    record["submitted"] = "2026-12-01T23:00:00+01:00"
+    record["file_time"] = "2026-12-01T23:00:00+01:00"
     adjustments = ("row,question,points,score,reason\n"
                    "alice/01_feature_maps,q2_feature_count,,2.5,a clear argument\n")
     final = final_of(record, adjustments)
@@ -189,9 +190,9 @@ def test_graded_by_hand_on_time_and_unknown_time():
     assert "(2.5 / 3, graded by hand)" in text and "not graded yet" not in text
     assert "- Submitted on time: 2026-12-01T23:00:00+01:00, due 2026-12-01T23:59:00+01:00." in text
     assert "**Score: 9 / 12**" in text
-    del record["submitted"]
+    del record["file_time"]
     unknown = markdown(record, final_of(record, adjustments))
-    assert "your submission time is unknown (the gradebook has no submission time for this row)" in unknown
+    assert "the grader does not know when you handed this in" in unknown
     assert "no late penalty was applied" in unknown
     assert "graded by hand" in parse(page(record, final)).text
 
@@ -413,3 +414,21 @@ def test_zip_folder_round_trip_and_reproducible():
 def test_zip_folder_refuses_names_that_leave_the_folder(name):
     with pytest.raises(ValueError):
         zip_folder({name: b"x"})
+
+
+def test_names_handed_back_once_stay_when_a_clashing_student_arrives():
+    """A newcomer whose folder name clashes with a student's (case, characters replaced)
+    gets the ~hash, never the folder already handed back; without the index the sorted
+    order would decide."""
+    first = student_paths(["alice/01", "a_b/01"], "01")
+    assert first == {"alice/01": ("alice", "01"), "a_b/01": ("a_b", "01")}
+    later = student_paths(["ALICE/01", "alice/01", "a?b/01", "a_b/01"], "01", previous=first)
+    assert later["alice/01"] == ("alice", "01") and later["a_b/01"] == ("a_b", "01")
+    assert later["ALICE/01"][0].startswith("ALICE~") and later["a?b/01"][0].startswith("a_b~")
+    assert student_paths(["ALICE/01", "alice/01"], "01", previous=later) == {
+        k: later[k] for k in ("ALICE/01", "alice/01")}
+    # A name of the index that is not one this module makes is not kept.
+    forged = student_paths(["alice/01"], "01", previous={"alice/01": ("../x", "01")})
+    assert forged == {"alice/01": ("alice", "01")}
+    assert student_paths(["index.json/01"], "01", reserved=["INDEX.json"])["index.json/01"][0] != (
+        "index.json")

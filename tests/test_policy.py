@@ -20,7 +20,7 @@ from kpca_lib.course.grading.policy import (
     parse_policy,
     submission_time,
 )
-from kpca_lib.course.grading.roster import parse_roster, student_of
+from kpca_lib.course.grading.roster import RosterError, parse_roster, student_of
 
 POINTS = {"q1": 3.0, "q2": 3.0, "q3": 4.0}
 CET = timezone(timedelta(hours=1))
@@ -30,14 +30,15 @@ DEADLINE = datetime(2026, 12, 1, 23, 59, tzinfo=CET)
 def record(rid="alice/01", q=(3.0, 2.0, 4.0), status="graded", submitted=None, **extra):
     r = {"submission": rid, "status": status, "questions": dict(zip(POINTS, q, strict=True)),
          "score": sum(q), "max_score": 10.0, "messages": [], "checks": [], **extra}
-    if submitted is not None:
-        r["submitted"] = submitted.isoformat()
+    if submitted is not None:  # what the grader records: the file's time, in UTC
+        r["file_time"] = submitted.astimezone(timezone.utc).isoformat()
     return r
 
 
 LATE = """
 [late]
 deadline = 2026-12-01T23:59:00+01:00
+submitted = "file"
 grace_minutes = 10
 penalty_per_day = 10
 max_penalty = 30
@@ -141,7 +142,7 @@ def test_malformed_adjustments_name_the_line(text, needle):
 
 
 def test_adjustments_for_rows_or_questions_that_do_not_exist():
-    adjustments = parse_adjustments("# comment lines are skipped\nrow,question,points,score,reason\n"
+    adjustments = parse_adjustments("\nrow,question,points,score,reason\n"
                                     "alice/01_feature_map,q1,1,,x\nalice/01,q9,1,,x\n"
                                     "alice/01,q1,,3.5,x\nalice/01,,,11,x\n")
     with pytest.raises(PolicyError) as info:
@@ -161,23 +162,28 @@ def test_adjustments_for_rows_or_questions_that_do_not_exist():
     ("[late]\ndeadline = 2026-12-01T23:59:00Z\nsubmitted = \"mail\"\n", "one of file, name, roster"),
     ("[late]\ndeadline = 2026-12-01T23:59:00Z\nsubmitted = \"name\"\n", "needs late.pattern"),
     ("[late]\ndeadline = 2026-12-01T23:59:00Z\nsubmitted = \"roster\"\n", "needs late.column"),
-    ("[late]\ndeadline = 2026-12-01T23:59:00Z\npenalty_per_day = 150\n", "between 0 and 100"),
+    ("[late]\ndeadline = 2026-12-01T23:59:00Z\nsubmitted = \"file\"\npenalty_per_day = 150\n",
+     "between 0 and 100"),
+    ("[late]\ndeadline = 2026-12-01T23:59:00Z\n", "needs submitted = "),
+    ("[late]\ndeadline = 2026-12-01T23:59:00Z\nsubmitted = \"roster\"\ncolumn = \"t\"\n",
+     "needs the roster in this file"),
     ("[late]\ndeadline = 2026-12-01T23:59:00Z\ndeadlne = 1\n", "unknown key"),
     ("[late]\ndeadline = 2026-12-01T23:59:00Z\ntimezone = \"Mars/Olympus\"\n", "not a time zone"),
-    ("[late]\ndeadline = 2026-12-01T23:59:00Z\n[late.extensions]\nbob = \"soon\"\n",
-     "neither a time nor a span"),
+    ("[late]\ndeadline = 2026-12-01T23:59:00Z\nsubmitted = \"file\"\n[late.extensions]\n"
+     "bob = \"soon\"\n", "neither a time nor a span"),
     ("[questions]\nby_hand = \"q1\"\n", "list of question ids"),
     ("grace = 3\n", "unknown key"),
     ("[late\n", "not valid TOML"),
 ])
 def test_bad_policies_name_the_key_and_the_fix(text, needle):
-    with pytest.raises(PolicyError, match=needle):
+    with pytest.raises(PolicyError, match=needle) as info:
         parse_policy(text, "policy.toml")
+    assert str(info.value).startswith("policy.toml")  # the file is named
 
 
 def test_local_deadline_with_a_time_zone_and_by_hand_question_check():
     policy = parse_policy('[questions]\nby_hand = ["q7"]\n[late]\ndeadline = 2026-07-01T12:00:00\n'
-                          'timezone = "Europe/Berlin"\n')
+                          'timezone = "Europe/Berlin"\nsubmitted = "file"\n')
     assert policy.late.deadline.utcoffset() == timedelta(hours=2)  # summer time
     with pytest.raises(PolicyError, match="q7"):
         policy.check(POINTS)
@@ -187,14 +193,19 @@ def test_submission_time_from_names_and_from_the_roster():
     policy = parse_policy("[late]\ndeadline = 2026-12-01T23:59:00+01:00\nsubmitted = \"name\"\n"
                           "pattern = '_attempt_(\\d{4}-\\d\\d-\\d\\d-\\d\\d-\\d\\d-\\d\\d)'\n"
                           "format = \"%Y-%m-%d-%H-%M-%S\"\n")
-    when, why = submission_time(policy.late, relative="HW1_alice_attempt_2026-12-02-10-00-00_hw.ipynb",
-                                mtime=None)
-    assert (when, why) == ("2026-12-02T10:00:00+01:00", "")
-    when, why = submission_time(policy.late, relative="alice/hw.ipynb", mtime=None)
-    assert when == "" and "does not match late.pattern" in why
+    named = record(handed_in_as="HW1_alice_attempt_2026-12-02-10-00-00_hw.ipynb")
+    when, why = submission_time(named, policy.late)
+    assert (when.isoformat(), why) == ("2026-12-02T10:00:00+01:00", "")
+    when, why = submission_time(record(handed_in_as="alice/hw.ipynb"), policy.late)
+    assert when is None and "does not match late.pattern" in why
+    # The source is the policy's now, not the one at grading time: the file time recorded is
+    # not used by a "name" policy.
+    f = finalize(record(submitted=DEADLINE + timedelta(days=3), handed_in_as="alice/hw.ipynb"),
+                 POINTS, policy=policy)
+    assert f.late.submitted is None and f.penalty == 0
 
-    policy = parse_policy("[late]\ndeadline = 2026-12-01T23:59:00+01:00\nsubmitted = \"roster\"\n"
-                          "column = \"Submitted at\"\ntimezone = \"UTC\"\n")
+    policy = parse_policy("roster = \"roster.csv\"\n[late]\ndeadline = 2026-12-01T23:59:00+01:00\n"
+                          "submitted = \"roster\"\ncolumn = \"Submitted at\"\ntimezone = \"UTC\"\n")
     roster = parse_roster("student,email,submitted_at\nalice,a@x.org,2026-12-02T00:30:00\n"
                           "bob,b@x.org,\n")
     late = finalize(record("alice/01"), POINTS, policy=policy, roster=roster)
@@ -203,6 +214,46 @@ def test_submission_time_from_names_and_from_the_roster():
     assert unknown.late.submitted is None and "empty" in unknown.late.problem
     missing = finalize(record("zoe/01"), POINTS, policy=policy, roster=roster)
     assert "no student 'zoe'" in missing.late.problem
+
+
+def test_lateness_is_counted_in_real_hours_across_a_change_of_offset():
+    """Europe/Berlin moves to summer time on 2026-03-29: 12:30 local that day is 23.5 hours
+    after 12:00 local the day before, and "36h" of extension are 36 real hours."""
+    policy = parse_policy("roster = \"r.csv\"\n[late]\ndeadline = 2026-03-28T12:00:00\n"
+                          "timezone = \"Europe/Berlin\"\nsubmitted = \"roster\"\ncolumn = \"t\"\n"
+                          "penalty_per_day = 10\n[late.extensions]\nbob = \"36h\"\n")
+    roster = parse_roster("student,t\nalice,2026-03-29T12:30:00\ndave,2026-03-29T10:30:00Z\n"
+                          "bob,2026-03-30T00:30:00\n")
+    alice = finalize(record("alice/01"), POINTS, policy=policy, roster=roster)
+    dave = finalize(record("dave/01"), POINTS, policy=policy, roster=roster)
+    assert (alice.late.days, dave.late.days) == (1, 1)  # the same instant, 23.5 h late
+    due = policy.late.due("bob")
+    utc = timezone.utc
+    assert (due.astimezone(utc) - policy.late.deadline.astimezone(utc)).total_seconds() == 36 * 3600
+    assert due.isoformat() == "2026-03-30T01:00:00+02:00"
+    bob = finalize(record("bob/01"), POINTS, policy=policy, roster=roster)
+    assert not bob.late.late  # 00:30 +02:00 is 35.5 real hours after the deadline
+
+
+def test_extensions_for_nobody_are_named():
+    from kpca_lib.course.grading.policy import unknown_extensions
+
+    policy = parse_policy(LATE.replace('bob = "2d"', 'bob = "2d"\nalcie = "1d"'))
+    roster = parse_roster("student\ncarol\n")
+    assert unknown_extensions(policy, ["alice", "bob"], roster) == ["alcie"]
+
+
+def test_adjustment_lines_are_all_read_and_by_hand_points_need_a_score_first():
+    with pytest.raises(PolicyError, match="line 2 has 6 cells but the header has 5"):
+        parse_adjustments("row,question,points,score,reason\nalice/01,q1,,2,5,decimal comma\n")
+    adjustments = parse_adjustments("row,question,points,score,reason\n#eve/01,q1,,0,copied\n")
+    assert [a.row for a in adjustments] == ["#eve/01"]  # no comment lines: a row may start with #
+    bad = parse_adjustments("row,question,points,score,reason\nalice/01,q2,+1,,x\n"
+                            "bob/01,q2,,2,x\nbob/01,q2,+1,,y\n")
+    with pytest.raises(PolicyError) as info:
+        check_adjustments(bad, ["alice/01", "bob/01"], POINTS, by_hand=["q2"])
+    assert "line 2: q2 is graded by hand" in str(info.value)
+    assert "line 4" not in str(info.value)  # bob's q2 has a score first
 
 
 def test_student_of_row_ids():
@@ -228,6 +279,16 @@ def test_final_grades_stay_in_range_and_keep_the_automatic_ones(q, late_s, adds)
     assert f.auto == dict(zip(POINTS, q, strict=True))  # recorded, never changed
     assert f.penalty == pytest.approx(f.subtotal * f.late.percent / 100, abs=1e-6)
     assert f.late.late == (late_s > 600)
+
+
+def test_roster_ids_aliases_and_cells_that_span_lines():
+    with pytest.raises(RosterError, match="sis_user_id 'S1' is on line 2 and line 3"):
+        parse_roster("student,SIS User ID\nalice,S1\nbob,S1\n")
+    with pytest.raises(RosterError, match="line 2 has a cell that spans lines"):
+        parse_roster('student,name,email\nalice,"Alice,alice@x.org\nbob,Bob,bob@x.org\n')
+    r = parse_roster("Student,E-Mail,Surname,Given name\nalice,a@x.org,Liddell,Alice\n")
+    assert (r["alice"].email, r["alice"].display_name) == ("a@x.org", "Alice Liddell")
+    assert parse_roster("student,Email address\nalice,a@x.org\n")["alice"].email == "a@x.org"
 
 
 def test_the_readmes_examples_parse():

@@ -213,13 +213,29 @@ def _grade(args: argparse.Namespace) -> int:
         _say(f"skipped {len(batch.skipped)} submission(s) already in the gradebook (--resume)")
     for rid, why in batch.not_regraded.items():
         _say(f"not regraded {rid!r}: {why}", sys.stderr)
+    if batch.replaced:
+        _say(f"--merge replaced {len(batch.replaced)} existing row(s): "
+             + ", ".join(repr(r) for r in batch.replaced[:20])
+             + " (adjustments.csv lines for them now apply to the new files)")
+    if batch.added:
+        _say(f"--merge added {len(batch.added)} new row(s): "
+             + ", ".join(repr(r) for r in batch.added[:20])
+             + (" (no such row before: check the --row-id)" if args.row_id else ""))
+    for why in batch.warnings:
+        _say(f"WARNING policy: {why}", sys.stderr)
     _say(f"gradebook: {batch.out}/grades.csv, {total} row(s) ({book or 'none'})")
+    finals = list(batch.finals.values())
+    if any(f.applied or f.late is not None or f.pending for f in finals):
+        _say(f"final grades: {sum(len(f.applied) for f in finals)} adjustment(s) of "
+             f"adjustments.csv applied, {sum(1 for f in finals if f.late and f.late.late)} late, "
+             f"{sum(1 for f in finals if f.late and f.late.submitted is None)} with no submission "
+             f"time, {sum(1 for f in finals if f.pending)} waiting for a by-hand grade")
     if batch.summary_text:
         _say(f"summary: {batch.out}/summary.md, {batch.out}/summary.png")
         _say(f"feedback to hand back: {batch.out}/students/<student>/ (.html, .md); for the "
              "LMS: kpca-course export")
     for why in batch.summary_errors:
-        _say(f"WARNING summary: {why}", sys.stderr)
+        _say(f"WARNING not written (the grades are): {why}", sys.stderr)
     for group in batch.lookalikes:
         _say("WARNING look-alike names (check which student is which): "
              + " / ".join(repr(g) for g in group), sys.stderr)
@@ -277,9 +293,14 @@ def _export(args: argparse.Namespace) -> int:
             shown = ", ".join(repr(i) for i in items[:20])
             more = f" and {len(items) - 20} more" if len(items) > 20 else ""
             _say(f"WARNING {len(items)} {what}: {shown}{more}", sys.stderr)
+    for why in done.refreshed.warnings:
+        _say(f"WARNING policy: {why}", sys.stderr)
+    for final in done.refreshed.finals.values():
+        for why in final.warnings:
+            _say(f"WARNING grade {final.row!r}: {why}", sys.stderr)
     for why in done.errors:
-        _say(f"WARNING {why}", sys.stderr)
-    return EXIT_INCOMPLETE if any(e.startswith("export/") for e in done.errors) else EXIT_OK
+        _say(f"ERROR not written: {why}", sys.stderr)
+    return EXIT_INCOMPLETE if done.errors else EXIT_OK
 
 
 def summary_compact(summary: Any) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image  # matplotlib's own dependency: always there
 
 from kpca_lib.course.grading.evaluate import CheckResult
 from kpca_lib.course.grading.feedback import feedback_html
@@ -23,7 +24,6 @@ from kpca_lib.course.grading.policy import finalize, parse_adjustments, parse_po
 from .conftest import ROOT, SCREENSHOTS
 
 pytest.importorskip("playwright.sync_api")
-Image = pytest.importorskip("PIL.Image")
 
 pytestmark = pytest.mark.browser
 
@@ -48,9 +48,9 @@ def feedback_page() -> str:
         notes={q2: ["code cell 5 raised ValueError: operands could not be broadcast together"]},
     )
     record = _record(row)
-    record["submitted"] = "2026-12-02T09:30:00+01:00"
+    record["file_time"] = "2026-12-02T09:30:00+01:00"
     policy = parse_policy('[questions]\nby_hand = ["q2_feature_count"]\n[late]\n'
-                          "deadline = 2026-12-01T23:59:00+01:00\npenalty_per_day = 10\n")
+                          "deadline = 2026-12-01T23:59:00+01:00\nsubmitted = \"file\"\npenalty_per_day = 10\n")
     adjustments = parse_adjustments("row,question,points,score,reason\nalice/01_feature_maps,"
                                     "q1_phi_p4,+1,,the check missed the constant feature's "
                                     "scaling by √2\n")

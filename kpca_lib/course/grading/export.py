@@ -320,7 +320,7 @@ def plain_csv(finals: Sequence[Final], records: Mapping[str, Mapping[str, Any]],
             held.append(f.row)
         late = f.late
         if late is None:
-            late_cell, days, submitted, due = "", "", str(rec.get("submitted") or ""), ""
+            late_cell, days, submitted, due = "", "", str(rec.get("file_time") or ""), ""
         elif late.submitted is None:
             late_cell, days, submitted, due = "unknown", "", "", format_time(late.due)
         else:

@@ -102,8 +102,8 @@ def _late_lines(final: Final) -> list[list[Part]]:
         return []
     due = ("s", format_time(late.due))
     if late.submitted is None:
-        return [[("g", "Late work: your submission time is unknown ("), ("s", late.problem),
-                 ("g", "), so no late penalty was applied; due "), due, ("g", ".")]]
+        return [[("g", "Late work: the grader does not know when you handed this in, so no "
+                       "late penalty was applied; due "), due, ("g", ".")]]
     sub = ("s", format_time(late.submitted))
     if not late.late:
         grace = " (within the grace period)" if late.submitted > late.due else ""
@@ -511,7 +511,19 @@ def _unique(name: str, key: str, taken: set[str]) -> str:
     return next(c for c in candidates if c.casefold() not in taken)
 
 
-def student_paths(row_ids: Iterable[str], assignment: str) -> dict[str, tuple[str, str]]:
+_SUFFIX = re.compile(r"~[0-9a-f]{8,12}$")
+
+
+def _still_valid(name: str) -> bool:
+    """Whether a name given before (possibly with its ``~hash``) is one this module makes."""
+    base = _SUFFIX.sub("", name)
+    return (bool(base) and _safe_name(base, base) == base and len(name) <= MAX_NAME_CHARS
+            and len(name.encode()) <= MAX_NAME_BYTES)
+
+
+def student_paths(row_ids: Iterable[str], assignment: str, *,
+                  previous: Mapping[str, tuple[str, str]] | None = None,
+                  reserved: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
     """Where each row's feedback goes in the hand-back tree: ``students/<folder>/<stem>.md``.
 
     Parameters
@@ -534,22 +546,47 @@ def student_paths(row_ids: Iterable[str], assignment: str) -> dict[str, tuple[st
         (:meth:`str.casefold`), and the rows of a student stems that do; where they would
         not, the later name in sorted order gets ``~`` and a hash of its student or row id.
         The result does not depend on the order of ``row_ids``.
+    previous : Mapping[str, tuple[str, str]], optional
+        The names given before (the tree's index): a student's folder and a row's stem stay
+        as they were while they are valid and unique, so that a newcomer whose name clashes
+        never takes over a folder already handed back.
+    reserved : Iterable[str]
+        Folder names no student gets (the index's own file).
     """
     ids = sorted(set(row_ids))
+    previous = previous or {}
     folders: dict[str, str] = {}
-    taken: set[str] = set()
-    for student in sorted({student_of(rid) for rid in ids}):
-        folders[student] = _unique(_safe_name(student, student), student, taken)
-        taken.add(folders[student].casefold())
+    taken: set[str] = {r.casefold() for r in reserved}
+    students = sorted({student_of(rid) for rid in ids})
+    for student in students:  # the folders handed back before keep their names
+        before = {previous[rid][0] for rid in ids if rid in previous and student_of(rid) == student}
+        name = before.pop() if len(before) == 1 else ""
+        if name and _still_valid(name) and name.casefold() not in taken:
+            folders[student] = name
+            taken.add(name.casefold())
+    for student in students:
+        if student not in folders:
+            folders[student] = _unique(_safe_name(student, student), student, taken)
+            taken.add(folders[student].casefold())
     stems: dict[str, set[str]] = {}
     out: dict[str, tuple[str, str]] = {}
-    for rid in ids:
-        folder = folders[student_of(rid)]
-        used = stems.setdefault(folder, set())
-        part = rid.rsplit("/", 1)[1] if "/" in rid else assignment
-        stem = _unique(_safe_name(part, rid), rid, used)
-        used.add(stem.casefold())
-        out[rid] = (folder, stem)
+    for keep in (True, False):
+        for rid in ids:
+            folder = folders[student_of(rid)]
+            used = stems.setdefault(folder, set())
+            old = previous.get(rid)
+            if keep:
+                if (old and old[0] == folder and _still_valid(old[1])
+                        and old[1].casefold() not in used):
+                    out[rid] = (folder, old[1])
+                    used.add(old[1].casefold())
+                continue
+            if rid in out:
+                continue
+            part = rid.rsplit("/", 1)[1] if "/" in rid else assignment
+            stem = _unique(_safe_name(part, rid), rid, used)
+            used.add(stem.casefold())
+            out[rid] = (folder, stem)
     return out
 
 

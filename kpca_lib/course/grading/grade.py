@@ -86,12 +86,10 @@ from .notebooks import (
 from .plain import encode, loads
 from .policy import (
     ADJUSTMENTS_FILE,
-    Policy,
     check_adjustments,
     format_time,
     load_adjustments,
     load_policy,
-    submission_time,
 )
 from .questions import Question
 from .runner import Run, run_all
@@ -137,10 +135,12 @@ class Row:
     #: What the run showed about each question's cells (a cell that raised, a widget read):
     #: question -> lines for the feedback.
     notes: dict[str, list[str]] = field(default_factory=dict)
-    #: When it was handed in (ISO 8601), from the late-work policy's source; ``""`` unknown,
-    #: then ``submitted_problem`` says why.
-    submitted: str = ""
-    submitted_problem: str = ""
+    #: What the grader read: the file's modification time (ISO 8601, UTC), its path relative
+    #: to the submissions' folder and its SHA-256 (the late-work policy's sources; a regrade
+    #: checks the file is still the one graded). ``""`` when not read.
+    file_time: str = ""
+    handed_in_as: str = ""
+    sha256: str = ""
 
     @property
     def score(self) -> float:
@@ -149,12 +149,14 @@ class Row:
 
 # --------------------------------------------------------------------------- reading
 def _read_submission(path: Path, assignment: str, *, root: Path | None = None,
-                     batch: Counter[tuple[int, int]] | None = None) -> tuple[Any | None, str]:
+                     batch: Counter[tuple[int, int]] | None = None,
+                     facts: dict[str, Any] | None = None) -> tuple[Any | None, str]:
     """The notebook as a dict, or ``(None, reason)``; never raises for a bad file.
 
     The file is opened as :func:`~kpca_lib.course.grading.handed_in.open_handed_in` does:
     no symbolic link (of the file or of a folder below ``root``), no hard link from
-    outside the ``batch``, only a regular file.
+    outside the ``batch``, only a regular file. ``facts`` receives what was read: the
+    file's ``mtime`` and the ``sha256`` of its bytes.
     """
     try:
         fd, st = open_handed_in(path, root, batch)
@@ -178,6 +180,8 @@ def _read_submission(path: Path, assignment: str, *, root: Path | None = None,
         return None, f"the file cannot be read ({exc.strerror or exc})."
     if len(data) > MAX_SUBMISSION_BYTES:
         return None, "the file grew past the size allowed while it was read."
+    if facts is not None:
+        facts.update(mtime=st.st_mtime, sha256=hashlib.sha256(data).hexdigest())
     try:
         nb = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -685,10 +689,9 @@ def _record(row: Row) -> dict[str, Any]:
         data["grader_error"] = row.grader_error
     if row.lookalikes:
         data["lookalikes"] = list(row.lookalikes)
-    if row.submitted:
-        data["submitted"] = row.submitted
-    elif row.submitted_problem:
-        data["submitted_problem"] = row.submitted_problem
+    for key in ("file_time", "handed_in_as", "sha256"):
+        if getattr(row, key):
+            data[key] = getattr(row, key)
     return data
 
 
@@ -747,11 +750,16 @@ class Batch(list):  # type: ignore[type-arg]
     * ``elapsed``: this run's wall clock in seconds;
     * ``sandbox``, ``out``;
     * ``not_regraded``: with ``regrade``, row id → why it was kept as it was;
+    * ``replaced``, ``added``: with ``merge``, the rows replaced and the new rows;
+    * ``warnings``: what to check in the instructor's files (an extension for nobody);
     * ``finals``: row id → its final grade (policy, adjustments) in the whole gradebook.
     """
 
     skipped: list[str]
     not_regraded: dict[str, str]
+    replaced: list[str]
+    added: list[str]
+    warnings: list[str]
     finals: dict[str, Any]
     lookalikes: list[list[str]]
     suspicious: dict[str, str]
@@ -864,7 +872,7 @@ def grade_batch(
                                  f"{'is' if len(absent) == 1 else 'are'} not in the gradebook "
                                  f"{book.out}; add new submissions with --merge.")
         check_adjustments(adjustments, [*book.rows, *ids], solution.points,
-                          str(Path(out) / ADJUSTMENTS_FILE))
+                          str(Path(out) / ADJUSTMENTS_FILE), by_hand=policy.by_hand)
         book.set_policy(policy, adjustments, roster)
         secret = _secret(seed)
         _canary(solution, runner, timeout=timeout, memory_mb=memory_mb, sandbox=sandbox,
@@ -874,6 +882,8 @@ def grade_batch(
         batch = Batch()
         batch.sandbox, batch.out = sandbox, book.out
         batch.skipped = [i for i in ids if resume and i in book]
+        batch.replaced = [i for i in ids if merge and i in book]
+        batch.added = [i for i in ids if merge and i not in book]
         batch.not_regraded = not_regraded
         groups = lookalike_groups([*book.rows, *ids])
         batch.lookalikes = groups
@@ -898,6 +908,12 @@ def grade_batch(
             """Only ``regrade``'s results replace the old row's; a row the grader could not
             grade again keeps its old grade and is reported."""
             old = book.rows[row.submission]
+            if old.get("sha256") and row.sha256 and row.sha256 != old["sha256"]:
+                batch.not_regraded[row.submission] = (
+                    "kept as it was: its file changed since it was graded (a new version: grade "
+                    "it with --merge, which replaces the whole row)")
+                _restore(row, old)
+                return
             if row.grader_error or row.status == "invalid":
                 why = row.grader_error or problem(_record(row))
                 batch.not_regraded[row.submission] = f"kept as it was: {why}"
@@ -942,7 +958,7 @@ def grade_batch(
                         "the instructor checks this submission's name: "
                         + (why or "it looks like another submission's name (look-alike letters, "
                            "case or invisible characters)") + ".")
-                row.submitted, row.submitted_problem = _handed_in_at(policy, sub, base)
+                row.handed_in_as = _handed_in_as(sub, base)
                 try:
                     job = _start(row, sub, i, solution, secret, work, root=base, batch=links)
                 except Exception as exc:  # a grader-side failure on this submission only
@@ -987,7 +1003,7 @@ def grade_batch(
 
         done = refresh(book)
         batch.summary, batch.summary_text, batch.summary_errors = done.summary, done.text, done.errors
-        batch.finals = done.finals
+        batch.finals, batch.warnings = done.finals, done.warnings
         batch.elapsed = time.monotonic() - bar.start
         try:
             book.close()
@@ -1127,19 +1143,11 @@ def _regrade_targets(book: Gradebook) -> tuple[list[Path], list[str], dict[str, 
     return paths, ids, kept
 
 
-def _handed_in_at(policy: Policy, sub: Path, base: Path) -> tuple[str, str]:
-    """When ``sub`` was handed in, from the policy's source (the file's time without a
-    late-work policy): ``(ISO time, "")`` or ``("", why unknown)``."""
-    try:
-        mtime: float | None = os.lstat(sub).st_mtime
-    except OSError:
-        mtime = None
-    if policy.late is None:
-        if mtime is None:
-            return "", "the file's time could not be read"
-        return format_time(datetime.fromtimestamp(mtime, timezone.utc)), ""
+def _handed_in_as(sub: Path, base: Path) -> str:
+    """The submission's path relative to the submissions' folder (its name, for a file from
+    elsewhere): what ``late.submitted = "name"`` reads."""
     relative = os.path.relpath(sub, base) if Path(sub).is_relative_to(base) else Path(sub).name
-    return submission_time(policy.late, relative=relative.replace(os.sep, "/"), mtime=mtime)
+    return relative.replace(os.sep, "/")
 
 
 def _restore(row: Row, data: dict[str, Any]) -> None:
@@ -1185,7 +1193,11 @@ def _regraded_record(old: dict[str, Any], new: dict[str, Any], qid: str,
 def _start(row: Row, sub: Path, i: int, solution: Solution, secret: bytes, work: Path, *,
            root: Path | None = None, batch: Counter[tuple[int, int]] | None = None) -> _Job | None:
     """Read one submission: a job to run, or ``None`` with the row ``invalid``."""
-    nb, reason = _read_submission(sub, solution.assignment, root=root, batch=batch)
+    facts: dict[str, Any] = {}
+    nb, reason = _read_submission(sub, solution.assignment, root=root, batch=batch, facts=facts)
+    if "mtime" in facts:
+        row.file_time = format_time(datetime.fromtimestamp(facts["mtime"], timezone.utc))
+        row.sha256 = facts["sha256"]
     if nb is None:
         row.status = "invalid"
         row.messages.append(reason)

@@ -581,8 +581,8 @@ class Gradebook:
                 raise bad(f"entry {rid!r} has malformed scores")
             if "run_seconds" in r and not (_number(r["run_seconds"]) and r["run_seconds"] >= 0):
                 raise bad(f"entry {rid!r} has a malformed run time")  # absent: an older gradebook
-            if not isinstance(r.get("submitted", ""), str):
-                raise bad(f"entry {rid!r} has a malformed submission time")
+            if not all(isinstance(r.get(k, ""), str) for k in ("file_time", "handed_in_as", "sha256")):
+                raise bad(f"entry {rid!r} has a malformed file time, name or hash")
             if not isinstance(r.get("regraded", []), list):
                 raise bad(f"entry {rid!r} has a malformed list of regrades")
             fb = r.get("feedback")
@@ -808,6 +808,27 @@ class Gradebook:
                     os.close(fd)
         return errors
 
+    def read_tree(self, tree: str, name: str, limit: int = 50_000_000) -> bytes | None:
+        """A file at the top of a hand-back tree (``None`` if absent or unreadable); no link
+        is followed."""
+        if tree not in (STUDENTS, ARCHIVES, EXPORT) or "/" in name:
+            raise ValueError(f"{tree}/{name} is not a file of a hand-back tree.")
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("Gradebook.start() was not called.")
+            if _lstat(tree, self._fd) is None:
+                return None
+            try:
+                fd = _open_dir(tree, self._fd, f"{self.out}/{tree}")
+            except (OSError, GradebookError):
+                return None
+            try:
+                return _read_small(name, fd, limit, f"{self.out}/{tree}")
+            except (OSError, GradebookError):
+                return None
+            finally:
+                os.close(fd)
+
     @staticmethod
     def _subdir(parent: int, name: str, where: str) -> int:
         if _lstat(name, parent) is None:
@@ -938,11 +959,10 @@ def problem(record: dict[str, Any]) -> str:
 
 def final_cells(final: Final, record: dict[str, Any]) -> list[str]:
     """The cells of :data:`CSV_EXTRA` for one row."""
-    submitted = final.late.submitted if final.late is not None else None
-    if submitted is None and isinstance(record.get("submitted"), str):
-        shown = record["submitted"]
-    else:
-        shown = format_time(submitted)
+    if final.late is not None:  # the policy's source (empty: unknown, as `late` says)
+        shown = format_time(final.late.submitted)
+    else:  # no deadline: the file's time, for the record
+        shown = str(record.get("file_time") or "")
     return [format_points(final.auto_score), late_word(final),
             format_points(final.penalty) if final.late is not None else "", shown,
             adjustments_text(final), problem(record)]

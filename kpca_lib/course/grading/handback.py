@@ -20,6 +20,7 @@ The ``feedback/`` files beside ``grades.json`` stay the grader's own record of e
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +35,9 @@ from .policy import (
     check_adjustments,
     load_adjustments,
     load_policy,
+    unknown_extensions,
 )
-from .roster import RosterError, load_roster
+from .roster import RosterError, load_roster, student_of
 from .summary import Summary, summarize, summary_markdown, summary_png
 
 __all__ = ["Refreshed", "refresh", "Exported", "export_gradebook", "EXPORT_FILES"]
@@ -53,6 +55,27 @@ class Refreshed:
     students: int = 0
     archives: int = 0
     errors: list[str] = field(default_factory=list)
+    #: What the instructor should check in their files (an extension for nobody).
+    warnings: list[str] = field(default_factory=list)
+
+
+#: ``students/index.json``: row id → its folder and files. Read back at the next refresh, so
+#: that names handed back once stay (a newcomer whose name clashes gets the ``~hash``).
+INDEX = "index.json"
+
+
+def _index(data: bytes | None) -> dict[str, tuple[str, str]]:
+    """The names of the previous ``students/index.json`` (``{}`` if absent or not ours)."""
+    try:
+        raw = json.loads((data or b"{}").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    out = {}
+    for rid, entry in raw.items() if isinstance(raw, dict) else ():
+        if (isinstance(entry, dict) and isinstance(entry.get("folder"), str)
+                and isinstance(entry.get("md"), str) and entry["md"].endswith(".md")):
+            out[rid] = (entry["folder"], entry["md"][:-3])
+    return out
 
 
 def _describe(exc: BaseException) -> str:
@@ -67,6 +90,12 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
     out = Refreshed()
     try:
         rows = book.saved_rows()
+        nobody = unknown_extensions(book.policy, {student_of(str(r["submission"])) for r in rows},
+                                    book.roster)
+        if nobody:
+            out.warnings.append(f"{book.policy.source}: late.extensions names "
+                                f"{', '.join(repr(s) for s in nobody)}, who has no submission "
+                                "and no roster entry (a misspelt student folder?)")
         out.finals = {str(r["submission"]): book.final(r) for r in rows}
         ruled = bool(book.adjustments or book.policy.late or book.policy.by_hand)
         out.summary = summarize(rows, book.points, assignment=book.assignment,
@@ -86,7 +115,8 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
         out.errors.append(f"the summary could not be written ({_describe(exc)})")
     try:
         tree: dict[tuple[str, str], bytes] = {}
-        names = student_paths([str(r["submission"]) for r in rows], book.assignment)
+        names = student_paths([str(r["submission"]) for r in rows], book.assignment,
+                              previous=_index(book.read_tree(STUDENTS, INDEX)), reserved=[INDEX])
         for r in rows:
             rid = str(r["submission"])
             folder, stem = names[rid]
@@ -94,12 +124,16 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
                       "titles": book.titles, "final": out.finals[rid]}
             tree[(folder, f"{stem}.md")] = feedback_markdown(r, **kwargs).encode("utf-8")
             tree[(folder, f"{stem}.html")] = feedback_html(r, **kwargs).encode("utf-8")
-        out.errors += book.write_tree(STUDENTS, tree)
         out.students = len({folder for folder, _ in tree})
+        index = {rid: {"folder": folder, "html": f"{stem}.html", "md": f"{stem}.md"}
+                 for rid, (folder, stem) in sorted(names.items())}
+        tree[("", INDEX)] = (json.dumps(index, indent=1, ensure_ascii=False) + "\n").encode()
+        out.errors += book.write_tree(STUDENTS, tree)
         if archives:
             by_student: dict[str, dict[str, bytes]] = {}
             for (folder, name), data in tree.items():
-                by_student.setdefault(folder, {})[f"{folder}/{name}"] = data
+                if folder:
+                    by_student.setdefault(folder, {})[f"{folder}/{name}"] = data
             zips = {("", f"{folder}.zip"): zip_folder(files)
                     for folder, files in by_student.items()}
             out.errors += book.write_tree(ARCHIVES, zips)
@@ -170,7 +204,7 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
     adjustments = load_adjustments(Path(out))
     with Gradebook(Path(out), assignment=assignment, points=points, mode="merge") as book:
         check_adjustments(adjustments, list(book.rows), points,
-                          str(Path(out) / ADJUSTMENTS_FILE))
+                          str(Path(out) / ADJUSTMENTS_FILE), by_hand=policy.by_hand)
         book.set_policy(policy, adjustments, roster)
         done = Exported(Path(book.out))
         done.refreshed = refresh(book, archives=archives)

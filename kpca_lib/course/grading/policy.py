@@ -61,16 +61,12 @@ from typing import Any
 
 from .roster import Roster, RosterError, load_roster, student_of
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the course extra installs tomli there
-    import tomli as tomllib
-
 __all__ = [
     "POLICY_FILE", "ADJUSTMENTS_FILE", "INSTRUCTOR_FILES", "ADJUSTMENTS_HEADER",
     "PolicyError", "LatePolicy", "Policy", "Adjustment", "Late", "Final",
     "parse_policy", "load_policy", "parse_adjustments", "load_adjustments",
     "check_adjustments", "finalize", "submission_time", "parse_time", "format_time",
+    "unknown_extensions",
 ]
 
 POLICY_FILE = "policy.toml"
@@ -126,8 +122,10 @@ _SPAN = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*d)?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*$
 def _extension(value: Any, deadline: datetime, tz: tzinfo | None, who: str) -> datetime:
     if isinstance(value, str):
         m = _SPAN.match(value)
-        if m and (m.group(1) or m.group(2)):
-            return deadline + timedelta(days=float(m.group(1) or 0), hours=float(m.group(2) or 0))
+        if m and (m.group(1) or m.group(2)):  # real hours, across a change of offset too
+            later = deadline.astimezone(timezone.utc) + timedelta(
+                days=float(m.group(1) or 0), hours=float(m.group(2) or 0))
+            return later.astimezone(deadline.tzinfo)
         if not re.match(r"^\s*\d{4}-", value):
             raise PolicyError(f"late.extensions.{who} = {value!r} is neither a time nor a span; "
                               "write a new deadline (2026-12-03T23:59:00+01:00) or extra time "
@@ -191,11 +189,27 @@ def _number(value: Any, what: str, low: float = 0.0, high: float = math.inf) -> 
     return float(value)
 
 
+def _toml(source: str) -> Any:
+    """The TOML reader: the standard library's ``tomllib`` (Python >= 3.11), else ``tomli``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:  # pragma: no cover - Python 3.10
+        import tomli
+
+        return tomli
+    except ImportError:  # pragma: no cover
+        raise PolicyError(f"reading {source} needs Python >= 3.11 (tomllib) or the tomli "
+                          "package on Python 3.10: pip install tomli.") from None
+
+
 def parse_policy(text: str, source: str = POLICY_FILE, base: Path | None = None) -> Policy:
     """A :class:`Policy` from ``policy.toml``'s text; ``PolicyError`` naming the key to fix."""
+    toml = _toml(source)
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = toml.loads(text)
+    except toml.TOMLDecodeError as exc:
         raise PolicyError(f"{source} is not valid TOML ({exc}).") from None
     known = {"roster", "questions", "late"}
     extra = sorted(set(data) - known)
@@ -212,12 +226,22 @@ def parse_policy(text: str, source: str = POLICY_FILE, base: Path | None = None)
     by_hand = questions.get("by_hand", [])
     if not (isinstance(by_hand, list) and all(isinstance(q, str) and q for q in by_hand)):
         raise PolicyError(f"{source}: questions.by_hand must be a list of question ids.")
-    late = data.get("late")
-    return Policy(tuple(dict.fromkeys(by_hand)), None if late is None else _late(late, source),
-                  roster_path, source)
+    late = None if data.get("late") is None else _late(data["late"], source)
+    if late is not None and late.submitted == "roster" and roster_path is None:
+        raise PolicyError(f"{source}: late.submitted = \"roster\" needs the roster in this file: "
+                          "roster = \"../roster.csv\" (every command reads the times from it).")
+    return Policy(tuple(dict.fromkeys(by_hand)), late, roster_path, source)
 
 
 def _late(late: Any, source: str) -> LatePolicy:
+    try:
+        return _late_table(late, source)
+    except PolicyError as exc:
+        text = str(exc)
+        raise PolicyError(text if text.startswith(source) else f"{source}: {text}") from None
+
+
+def _late_table(late: Any, source: str) -> LatePolicy:
     if not isinstance(late, dict):
         raise PolicyError(f"{source}: [late] must be a table.")
     keys = {"deadline", "submitted", "extensions", "grace_minutes", "penalty_per_day",
@@ -239,7 +263,12 @@ def _late(late: Any, source: str) -> LatePolicy:
         raise PolicyError(f"{source}: [late] needs a deadline, e.g. deadline = "
                           "2026-12-01T23:59:00+01:00.")
     deadline = parse_time(late["deadline"], tz, "late.deadline")
-    submitted = late.get("submitted", "file")
+    if "submitted" not in late:
+        raise PolicyError(f"{source}: [late] needs submitted = \"file\", \"name\" or \"roster\": "
+                          "where each submission's time comes from (\"file\" is the time of "
+                          "your copy of the file, which a student can set if you copied it with "
+                          "its times; \"name\" and \"roster\" read the LMS's times).")
+    submitted = late.get("submitted")
     if submitted not in SOURCES:
         raise PolicyError(f"{source}: late.submitted must be one of {', '.join(SOURCES)}; got "
                           f"{submitted!r}.")
@@ -338,7 +367,7 @@ def parse_adjustments(text: str, source: str = ADJUSTMENTS_FILE) -> list[Adjustm
     problems: list[str] = []
     header: list[str] | None = None
     for n, cells in enumerate(lines, start=1):
-        if not any(c.strip() for c in cells) or cells[0].lstrip().startswith("#"):
+        if not any(c.strip() for c in cells):
             continue
         if header is None:
             header = [c.strip().lower() for c in cells]
@@ -350,6 +379,10 @@ def parse_adjustments(text: str, source: str = ADJUSTMENTS_FILE) -> list[Adjustm
         values = {k: (cells[i] if i < len(cells) else "") for i, k in enumerate(header)}
         where = f"line {n}"
         try:
+            if len(cells) > len(header) and any(c.strip() for c in cells[len(header):]):
+                raise PolicyError(f"{where} has {len(cells)} cells but the header has "
+                                  f"{len(header)} (a decimal comma or a comma in the reason "
+                                  "needs quotes: \"2,5\")")
             row = values["row"].strip()
             if not row:
                 raise PolicyError(f"{where} has no row")
@@ -378,9 +411,13 @@ def load_adjustments(folder: Path) -> list[Adjustment]:
 
 
 def check_adjustments(adjustments: Sequence[Adjustment], rows: Iterable[str],
-                      points: Mapping[str, float], source: str = ADJUSTMENTS_FILE) -> None:
-    """``PolicyError`` naming each adjustment whose row or question does not exist, or whose
-    new score is outside the question's (or the assignment's) points."""
+                      points: Mapping[str, float], source: str = ADJUSTMENTS_FILE,
+                      by_hand: Iterable[str] = ()) -> None:
+    """``PolicyError`` naming each adjustment whose row or question does not exist, whose
+    new score is outside the question's (or the assignment's) points, or that adds points
+    to a by-hand question before a ``score`` graded it (there is nothing to add to)."""
+    hand = set(by_hand)
+    scored: set[tuple[str, str]] = set()
     known = list(dict.fromkeys(rows))
     present = set(known)
     total = float(sum(points.values()))
@@ -398,10 +435,25 @@ def check_adjustments(adjustments: Sequence[Adjustment], rows: Iterable[str],
         top = points[a.question] if a.question else total
         if a.score is not None and not 0 <= a.score <= top:
             problems.append(f"{where}: score {a.score:g} is outside 0..{top:g}")
+        if a.score is not None:
+            scored.add((a.row, a.question))
+        elif a.question in hand and (a.row, a.question) not in scored:
+            problems.append(f"{where}: {a.question} is graded by hand, so it has no score to add "
+                            f"{a.describe()} to; give its score (the score column) first")
     if problems:
         raise PolicyError(f"{source}: {'; '.join(problems[:10])}"
                           f"{' and more' if len(problems) > 10 else ''}. Fix it; nothing was "
                           "graded, written or exported.")
+
+
+def unknown_extensions(policy: Policy, students: Iterable[str],
+                       roster: Roster | None = None) -> list[str]:
+    """Students with an extension in ``policy.toml`` who have no row and no roster entry
+    (a misspelt name would otherwise extend nobody's deadline, silently)."""
+    if policy.late is None:
+        return []
+    known = set(students) | (set(roster.entries) if roster is not None else set())
+    return [s for s in policy.late.extensions if s not in known]
 
 
 # --------------------------------------------------------------------------- the final grade
@@ -451,55 +503,49 @@ def _r(x: float) -> float:
     return round(x, 6) + 0.0  # no -0.0, no 10.799999999999999
 
 
-def _row_time(record: Mapping[str, Any], late: LatePolicy, student: str,
-              roster: Roster | None) -> tuple[datetime | None, str]:
+def _read_moment(value: Any, late: LatePolicy, what: str) -> tuple[datetime | None, str]:
+    try:
+        return parse_time(value, late.timezone or late.deadline.tzinfo, what), ""
+    except PolicyError as exc:
+        return None, str(exc)
+
+
+def submission_time(record: Mapping[str, Any], late: LatePolicy,
+                    roster: Roster | None = None) -> tuple[datetime | None, str]:
+    """When the row's submission was handed in, from the policy's source, or ``(None, why)``.
+
+    Read from what the grader recorded of the file (``file_time``: its modification time;
+    ``handed_in_as``: its path relative to the submissions' folder), so a source or pattern
+    changed after grading applies to every row at the next ``grade`` or ``export``.
+    """
+    student = student_of(str(record.get("submission", "")))
     if late.submitted == "roster":
-        entry = roster.get(student) if roster is not None else None
         if roster is None:
-            return None, "no roster to read the submission time from (set roster in policy.toml)"
+            return None, "no roster to read the submission time from"
+        entry = roster.get(student)
         if entry is None:
             return None, f"the roster has no student {student!r}"
         value = entry.get(late.column)
         if not value:
             return None, f"the roster's {late.column} is empty for {student!r}"
-        try:
-            return parse_time(value, late.timezone, f"the roster's {late.column} for {student!r}"), ""
-        except PolicyError as exc:
-            return None, str(exc)
-    text = record.get("submitted")
-    if isinstance(text, str) and text:
-        try:
-            return parse_time(text, late.timezone or timezone.utc, "submitted"), ""
-        except PolicyError as exc:
-            return None, str(exc)
-    why = record.get("submitted_problem")
-    return None, str(why) if why else "the gradebook has no submission time for this row"
-
-
-def submission_time(late: LatePolicy, *, relative: str, mtime: float | None) -> tuple[str, str]:
-    """At grading time: ``(ISO time, "")`` or ``("", why it is unknown)`` for a submission
-    whose path relative to the submissions' folder is ``relative``, from the policy's source
-    (``file``: ``mtime``; ``name``: the pattern; ``roster``: read later, ``("", "")``)."""
-    if late.submitted == "file":
-        if mtime is None:
-            return "", "the file's time could not be read"
-        return format_time(datetime.fromtimestamp(mtime, timezone.utc).astimezone(
-            late.timezone or late.deadline.tzinfo)), ""
+        return _read_moment(value, late, f"the roster's {late.column} for {student!r}")
     if late.submitted == "name":
         assert late.pattern is not None
+        relative = record.get("handed_in_as")
+        if not isinstance(relative, str) or not relative:
+            return None, "the gradebook did not record the file's name for this row"
         m = late.pattern.search(relative)
         if not m:
-            return "", f"its path does not match late.pattern ({late.pattern.pattern})"
+            return None, f"its path does not match late.pattern ({late.pattern.pattern})"
         try:
             moment = datetime.strptime(m.group(1), late.format)
         except ValueError:
-            return "", f"{m.group(1)!r} in its path does not read as {late.format}"
-        try:
-            return format_time(parse_time(moment, late.timezone or late.deadline.tzinfo,
-                                          "the time in its name")), ""
-        except PolicyError as exc:
-            return "", str(exc)
-    return "", ""
+            return None, f"{m.group(1)!r} in its path does not read as {late.format}"
+        return _read_moment(moment, late, "the time in its name")
+    text = record.get("file_time")
+    if not isinstance(text, str) or not text:
+        return None, "the gradebook has no file time for this row"
+    return _read_moment(text, late, "the file time")
 
 
 def finalize(record: Mapping[str, Any], points: Mapping[str, float], *,
@@ -554,13 +600,13 @@ def finalize(record: Mapping[str, Any], points: Mapping[str, float], *,
     if policy.late is not None:
         lp = policy.late
         due = lp.due(student)
-        moment, problem = _row_time(record, lp, student, roster)
+        moment, problem = submission_time(record, lp, roster)
         if moment is None:
             late_info = Late(due, None, False, 0, 0.0, problem)
             warnings.append(f"submission time unknown ({problem}): no late penalty applied")
-        else:
-            over = (moment - due).total_seconds()
-            is_late = moment > due + lp.grace
+        else:  # in UTC: one time zone object's wall clocks would ignore a change of offset
+            over = (moment.astimezone(timezone.utc) - due.astimezone(timezone.utc)).total_seconds()
+            is_late = over > lp.grace.total_seconds()
             days = math.ceil(over / DAY) if is_late else 0
             percent = min(lp.max_penalty, lp.penalty_per_day * days) if is_late else 0.0
             late_info = Late(due, moment, is_late, days, percent)

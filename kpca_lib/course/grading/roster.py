@@ -30,7 +30,13 @@ __all__ = ["RosterError", "RosterEntry", "Roster", "load_roster", "parse_roster"
            "column_key", "UNIQUE_COLUMNS"]
 
 #: Columns whose values must be unique when given (each names one student).
-UNIQUE_COLUMNS = ("student", "email", "lms_id")
+UNIQUE_COLUMNS = ("student", "email", "lms_id", "sis_user_id", "sis_login_id", "id_number",
+                  "username")
+#: Other names LMS exports give a column (after :func:`column_key`).
+ALIASES = {"e_mail": "email", "email_address": "email", "mail": "email",
+           "first_names": "first_name", "firstname": "first_name", "given_name": "first_name",
+           "lastname": "last_name", "surname": "last_name", "family_name": "last_name",
+           "idnumber": "id_number", "sis_id": "sis_user_id"}
 MAX_ROSTER_BYTES = 20_000_000
 
 
@@ -47,7 +53,8 @@ def student_of(row_id: str) -> str:
 
 def column_key(name: str) -> str:
     """A header as the roster reads it: ``LMS ID`` → ``lms_id``, ``First-Name`` → ``first_name``."""
-    return re.sub(r"[\s\-]+", "_", name.strip().lower()).strip("_")
+    key = re.sub(r"[\s\-]+", "_", name.strip().lower()).strip("_")
+    return ALIASES.get(key, key)
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,9 @@ def parse_roster(text: str, source: str = "roster") -> Roster:
         if len(cells) > len(header) and any(c.strip() for c in cells[len(header):]):
             problems.append(f"line {n} has {len(cells)} cells but the header has {len(header)} "
                             "(a comma inside a name needs quotes)")
+            continue
+        if any("\n" in c or "\r" in c for c in cells):
+            problems.append(f"line {n} has a cell that spans lines (an unclosed quote \"?)")
             continue
         values = {k: (cells[i].strip() if i < len(cells) else "") for i, k in enumerate(header) if k}
         student = values.get("student", "").strip("/")
