@@ -170,10 +170,13 @@ def test_after_grading_end_to_end(tmp_path, capsys):
             s["questions"]["q1_phi_p3"] = 0.0
     (out / "grades.json").write_text(json.dumps(book))
     before = {s["submission"]: s for s in book["submissions"]}
+    with open(resubmitted, "a") as fh:  # dave's file is not the one graded any more
+        fh.write("\n")
     assert grade(out, "--regrade", "q1_phi_p3") == 0
     captured = capsys.readouterr()
     assert "regrading q1_phi_p3 in 3 submissions" in captured.err
     assert "not regraded 'carol/01_feature_maps'" in captured.err
+    assert "not regraded 'dave/01_feature_maps': kept as it was: its file changed" in captured.err
     data = json.loads((out / "grades.json").read_text())
     now = {s["submission"]: s for s in data["submissions"]}
     assert now["bob/01_feature_maps"]["questions"]["q1_phi_p4"] == 1.0
@@ -184,7 +187,8 @@ def test_after_grading_end_to_end(tmp_path, capsys):
         assert [c for c in now[rid]["checks"] if c["question"] != "q1_phi_p3"] == others
         assert now[rid]["regraded"][-1]["question"] == "q1_phi_p3"
     assert "Regraded on " in (out / "students" / "alice" / f"{ASSIGNMENT}.md").read_text()
-    assert now["carol/01_feature_maps"] == before["carol/01_feature_maps"]
+    for kept in ("carol/01_feature_maps", "dave/01_feature_maps"):
+        assert now[kept] == before[kept]
     regraded = table(out / "grades.csv")
     assert regraded["bob/01_feature_maps"]["q1_phi_p3"] == "3"  # the override survives
     assert regraded["alice/01_feature_maps"]["q2_feature_count"] == "3"  # and the by-hand grade
