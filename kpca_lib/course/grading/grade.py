@@ -192,7 +192,7 @@ def _read_submission(path: Path, assignment: str, *, root: Path | None = None,
         if path.suffix and path.suffix.lower() != ".ipynb":
             return None, (f"this is a {path.suffix} file, not a "
                           "Jupyter notebook (.ipynb): hand in the notebook itself (in JupyterLab: "
-                          "File > Download).")
+                          "the File menu, Download).")
         return None, f"the file is not valid JSON ({str(exc)[:200]}); it is not a readable notebook."
     if not isinstance(nb, dict) or not isinstance(nb.get("cells", None), list):
         if isinstance(nb, dict) and isinstance(nb.get("worksheets"), list):

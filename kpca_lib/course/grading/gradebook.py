@@ -461,8 +461,9 @@ class Gradebook:
         self.policy = Policy()
         self.adjustments: list[Adjustment] = []
         self.roster: Roster | None = None
-        # row id -> (the record it was computed from, its Final, its JSON text)
-        self._finals: dict[str, tuple[dict[str, Any], Final, str]] = {}
+        # row id -> (the record it was computed from, its Final, its "final" entry in
+        # grades.json, its line of grades.csv once made)
+        self._finals: dict[str, tuple[dict[str, Any], Final, str, str | None]] = {}
         where = str(self.out)
         if mode == "new":
             st = _lstat_path(self.out)
@@ -611,7 +612,7 @@ class Gradebook:
         final = finalize(record, self.points, policy=self.policy, adjustments=self.adjustments,
                          roster=self.roster)
         text = json.dumps(final_record(final), indent=1, ensure_ascii=False).replace("\n", "\n  ")
-        self._finals[rid] = (record, final, text)
+        self._finals[rid] = (record, final, f"{json.dumps(rid, ensure_ascii=False)}: {text}", None)
         return final
 
     def set_order(self, ids: Sequence[str]) -> None:
@@ -856,35 +857,31 @@ class Gradebook:
         for r in ordered:
             self.final(r)
         text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]  # without "\n}"
-        finals = ",".join(f"\n  {json.dumps(r['submission'], ensure_ascii=False)}: "
-                          f"{self._finals[r['submission']][2]}" for r in ordered)
+        finals = ",".join("\n  " + self._finals[r["submission"]][2] for r in ordered)
         rows = ",".join("\n  " + self._encoded[r["submission"]] for r in ordered)
         return f'{text},\n "final": {{{finals}\n }},\n "submissions": [{rows}\n ]\n}}\n'
 
 
     def _csv(self) -> str:
         """``grades.csv``: every cell through :func:`csv_cell`, the header (question ids)
-        included. With ``\\n`` as line terminator, the csv module quotes a cell that holds
-        ``\\n`` but not one that holds ``\\r``, which a spreadsheet reads as a new line (whose
-        first cell could then be a formula): such a row is written with every cell quoted."""
-        buf = io.StringIO()
-        plain = csv.writer(buf, lineterminator="\n")
-        quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+        included; each row's line made once per row and policy (:meth:`_line`)."""
+        head = _csv_line(["submission", "status", "score", "max_score", *self.points,
+                          "run_seconds", *CSV_EXTRA])
+        return head + "".join(self._line(r) for r in self._ordered())
 
-        def write(cells: list[Any]) -> None:
-            texts = [csv_cell(c) for c in cells]
-            (quoted if any("\r" in t for t in texts) else plain).writerow(texts)
-
-        write(["submission", "status", "score", "max_score", *self.points, "run_seconds",
-               *CSV_EXTRA])
-        for r in self._ordered():
+    def _line(self, r: dict[str, Any]) -> str:
+        final = self.final(r)
+        entry = self._finals[r["submission"]]
+        if entry[3] is None:
             seconds = r.get("run_seconds")  # absent in a row of an older gradebook
-            final = self.final(r)
-            write([r["submission"], r["status"], format_points(final.score),
-                   format_points(r["max_score"]),
-                   *[format_points(final.questions[q]) for q in self.points],
-                   "" if seconds is None else f"{seconds:.2f}", *final_cells(final, r)])
-        return buf.getvalue()
+            line = _csv_line([r["submission"], r["status"], format_points(final.score),
+                              format_points(r["max_score"]),
+                              *[format_points(final.questions[q]) for q in self.points],
+                              "" if seconds is None else f"{seconds:.2f}",
+                              *final_cells(final, r)])
+            self._finals[r["submission"]] = (*entry[:3], line)
+            return line
+        return entry[3]
 
     def close(self) -> None:
         """Write what is pending once more; :class:`GradebookWriteError` if rows are still unsaved."""
@@ -988,6 +985,17 @@ def final_record(final: Final) -> dict[str, Any]:
     if final.warnings:
         out["warnings"] = list(final.warnings)
     return out
+
+
+def _csv_line(cells: list[Any]) -> str:
+    """One line of ``grades.csv``. With ``\\n`` as line terminator, the csv module quotes a
+    cell that holds ``\\n`` but not one that holds ``\\r``, which a spreadsheet reads as a
+    new line (whose first cell could then be a formula): such a line has every cell quoted."""
+    texts = [csv_cell(c) for c in cells]
+    buf = io.StringIO()
+    quoting = csv.QUOTE_ALL if any("\r" in t for t in texts) else csv.QUOTE_MINIMAL
+    csv.writer(buf, lineterminator="\n", quoting=quoting).writerow(texts)
+    return buf.getvalue()
 
 
 def _same_bytes(dir_fd: int, name: str, data: bytes) -> bool:
