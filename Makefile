@@ -6,7 +6,7 @@ include course.mk
 # Debian's Chromium, driven by Playwright for the browser tests (tests/browser).
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: test test-browser test-student-edition format lock notebooks
+.PHONY: test test-browser test-student-edition format lock check-lock notebooks
 
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab"
@@ -15,7 +15,9 @@ help:
 	@echo "make test-student-edition  build the student edition in a temporary folder, scan it for"
 	@echo "            leaks and run its own make test there (from a fresh .venv)"
 	@echo "make notebooks  re-execute the lectures and solutions in place, then regenerate exercises/"
+	@echo "make setup  only create .venv from the lock file (what lab and test do first)"
 	@echo "make lock   re-pin requirements-lock.txt from the current .venv (maintainers)"
+	@echo "make check-lock  check that the lock installs on Python 3.11.0 and the system python3"
 	@echo "make clean  remove .venv and caches"
 
 format: setup
@@ -51,6 +53,20 @@ notebooks: setup
 
 lock: setup
 	$(BIN)/python -m pip freeze --all --exclude-editable --exclude kpca-course --exclude pip | LC_ALL=C sort > requirements-lock.txt
+	@$(MAKE) --no-print-directory check-lock
+
+# The lock must install on every Python the README names: its floor (3.11.0, Debian 12 has
+# 3.11.2) and this machine's system python3. A resolve-only check against the package index
+# (wheels' Requires-Python and dependencies; nothing is installed). CI runs it (.ci/run).
+LOCK_PYTHONS ?= 3.11.0 $(shell /usr/bin/python3 -c 'import platform; print(platform.python_version())' 2>/dev/null)
+check-lock: setup
+	@for v in $(LOCK_PYTHONS); do \
+		echo "requirements-lock.txt on Python $$v:"; \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check --dry-run --ignore-installed \
+			--only-binary=:all: --python-version $$v --target "$$(mktemp -d)" \
+			-r requirements-lock.txt || { echo "ERROR: requirements-lock.txt does not install on Python $$v: pin versions that support it (make lock)" >&2; exit 1; }; \
+		echo "  resolves and installs (wheels for every pin)"; \
+	done
 
 # The student edition (README: "Two editions"), built into a temporary folder and proved
 # there: the leak scan, then the edition's own `make test` from nothing (its own .venv from

@@ -73,9 +73,11 @@ def test_edition_holds_what_students_need(edition):
     student_tests = {f"tests/{n}" for n in read_tests_manifest(ROOT / "edition/tests.txt")["student"]}
     top = {"README.md", "Makefile", "course.mk", "requirements-lock.txt", "pyproject.toml",
            "environment.yml", ".gitignore", MARKER}
-    assert lectures and set(files) == top | lectures | exercises | library | student_tests
+    licences = {"LICENSE", "LICENSE-content.md", "LICENSES/CC-BY-4.0.txt"}  # code and content
+    assert lectures and set(files) == top | licences | lectures | exercises | library | student_tests
     assert json.loads(files[MARKER])["files"] == sorted(set(files) - {MARKER})
-    for name in exercises | lectures | {"requirements-lock.txt", "pyproject.toml", "course.mk"}:
+    for name in exercises | lectures | licences | {"requirements-lock.txt", "pyproject.toml",
+                                                   "course.mk"}:
         assert files[name] == (ROOT / name).read_bytes(), f"{name} differs from the repository's"
     makefile, readme = files["Makefile"].decode(), files["README.md"].decode()
     assert "include course.mk" in makefile and "\ntest:" in makefile

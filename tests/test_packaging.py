@@ -163,6 +163,10 @@ def test_wheel_and_sdist_hold_the_library_and_never_solutions(dists):
         assert not name.endswith(".ipynb"), name
         assert parts[0] not in ("tests", "notebooks", "benchmarks", "edition"), name
     assert {p.split("/")[0] for p in wheel} == {"kpca_lib", "kpca_course-0.1.0.dist-info"}
+    # The licences travel with both: the code's (MIT) and the content's (CC BY 4.0) notice.
+    for licence in ("LICENSE", "LICENSE-content.md", "LICENSES/CC-BY-4.0.txt"):
+        assert licence in sdist, licence
+        assert any(m.endswith(f".dist-info/licenses/{licence}") for m in wheel), (licence, wheel)
 
 
 def test_wheel_and_sdist_pass_the_leak_scan(dists):

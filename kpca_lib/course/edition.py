@@ -89,7 +89,9 @@ MIN_ANSWER = 8
 MIN_SECRET = 8
 
 TOP_FILES = ("requirements-lock.txt", "pyproject.toml", "environment.yml", "course.mk", ".gitignore")
-LICENSES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING")
+#: The licences, shipped as they are: the code's (MIT) and the content's (CC BY 4.0).
+LICENSES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING", "LICENSE-content.md",
+            "LICENSES/CC-BY-4.0.txt")
 TEMPLATES = {"README.md": "edition/README.md", "Makefile": "edition/Makefile"}
 TESTS_MANIFEST = "edition/tests.txt"
 ALLOW_FILE = "edition/leak-allow.txt"
