@@ -27,13 +27,21 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements-lock.txt
 	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check; exit 1; }
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@mkdir -p $(LAB_SETTINGS) && printf '%s\n' $(LAB_OVERRIDES) > $(LAB_SETTINGS)/overrides.json
 	@touch $@
 
 # JupyterLab refuses to run as root unless told to (containers, Binder-like hosts).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# JupyterLab of this .venv only: no "Jupyter news?" toast and no update check (they ask the
+# student and go online); its settings defaults, not the student's own settings.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+LAB_OVERRIDES := '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}'
+# Lecture 01 opens first, in the browser make lab starts and at the URL it prints.
+LECTURE_01 := notebooks/01_issues_with_pca.ipynb
+
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/01_issues_with_pca.ipynb
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS) --LabApp.default_url=/lab/tree/$(LECTURE_01) $(LECTURE_01)
 
 lint: setup
 	$(BIN)/ruff check .
