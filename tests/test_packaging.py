@@ -179,3 +179,22 @@ def test_wheel_and_sdist_pass_the_leak_scan(dists):
     for path in dists.values():
         leaks = [str(f) for f in scan(path, fps) if not f.allowed]
         assert not leaks, "\n".join(leaks)
+
+
+def test_readme_contents_list_every_section_and_its_links_resolve():
+    """The README's table of contents names every ## and ### section, and every link to a
+    section (#anchor, as GitHub makes them) goes to one."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    body = re.sub(r"```.*?```", "", readme, flags=re.S)  # no headings inside code blocks
+
+    def anchor(title: str) -> str:
+        return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+    titles = re.findall(r"^#{2,3} (.+)$", body, re.M)
+    anchors = {anchor(t) for t in titles}
+    contents = body.split("**Contents.**", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"\[([^\]]+)\]\(#", contents) == titles
+    for target in re.findall(r"\]\(#([^)]+)\)", body):
+        assert target in anchors, f"README link to #{target}: no such section"
