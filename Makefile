@@ -11,6 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab"
 	@echo "make test   set up .venv and run every test (lint, unit, notebooks, exercises, browser)"
+	@echo "make check  run exercises/ as a student does and show each question's checks"
 	@echo "make test-browser  only the course in a real JupyterLab (headless Chromium)"
 	@echo "make test-student-edition  build the student edition in a temporary folder, scan it for"
 	@echo "            leaks and run its own make test there (from a fresh .venv)"

@@ -82,7 +82,7 @@ def test_edition_holds_what_students_need(edition):
     makefile, readme = files["Makefile"].decode(), files["README.md"].decode()
     assert "include course.mk" in makefile and "\ntest:" in makefile
     assert "solutions" not in makefile and "browser" not in makefile and "release" not in makefile
-    for needed in ("make lab", "make test", "## Submitting", "exercises/NN_name.ipynb", "nbgitpuller"):
+    for needed in ("make lab", "make check", "make test", "## Submitting", "exercises/NN_name.ipynb", "nbgitpuller"):
         assert needed in readme, needed
     assert "{{" not in readme and "solutions" not in readme.lower()
     for name in lectures | exercises:
