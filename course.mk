@@ -23,7 +23,7 @@ setup: $(STAMP)
 
 $(STAMP): requirements-lock.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The pinned lock file needs Python >= 3.11; run e.g. make PYTHON=python3.11 ...")'
-	@test -x $(BIN)/python || { echo "Setting up $(VENV) from requirements-lock.txt: $$(grep -c '==' requirements-lock.txt) pinned packages; the first time this downloads and installs about 1 GB and takes 3-5 minutes (later runs reuse pip's cache)."; $(PYTHON) -m venv $(VENV); }
+	@test -x $(BIN)/python || { echo "Setting up $(VENV) from requirements-lock.txt: $$(grep -c '==' requirements-lock.txt) pinned packages; the first time this downloads and installs 0.8-1 GB and takes 3-5 minutes (later runs reuse pip's cache)."; $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements-lock.txt
 	@$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check; exit 1; }
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .

@@ -76,8 +76,15 @@ def test_edition_holds_what_students_need(edition):
     licences = {"LICENSE", "LICENSE-content.md", "LICENSES/CC-BY-4.0.txt"}  # code and content
     assert lectures and set(files) == top | licences | lectures | exercises | library | student_tests
     assert json.loads(files[MARKER])["files"] == sorted(set(files) - {MARKER})
-    for name in exercises | lectures | licences | {"requirements-lock.txt", "pyproject.toml",
-                                                   "course.mk"}:
+    # Its own lock: the instructor's lines (same versions) for what students run, and no
+    # grader, cluster or browser driver.
+    ours = (ROOT / "requirements-lock.txt").read_text().splitlines()
+    theirs = files["requirements-lock.txt"].decode().splitlines()
+    assert set(theirs) < set(ours) and theirs == [line for line in ours if line in theirs]
+    names = {line.split("==")[0].lower() for line in theirs}
+    assert {"jupyterlab", "nbval", "pytest", "scikit-learn", "ruff", "jsonschema"} <= names
+    assert not names & {"playwright", "dask", "distributed", "pyseccomp", "cryptography"}
+    for name in exercises | lectures | licences | {"pyproject.toml", "course.mk"}:
         assert files[name] == (ROOT / name).read_bytes(), f"{name} differs from the repository's"
     makefile, readme = files["Makefile"].decode(), files["README.md"].decode()
     assert "include course.mk" in makefile and "\ntest:" in makefile

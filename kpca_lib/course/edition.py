@@ -159,6 +159,58 @@ def _answer_hashes(nb: Any) -> dict[str, str]:
     }
 
 
+#: What the student edition runs: the library (and its face data), JupyterLab and widgets,
+#: the notebooks' checks, and its own `make test` and `make lint`. Not the grader's sandbox
+#: filter, the Dask cluster, Playwright's browser driver or cryptography.
+STUDENT_ROOTS = ("numpy", "scipy", "scikit-learn", "matplotlib", "ipywidgets", "threadpoolctl",
+                 "scikit-image", "jupyterlab", "ipykernel", "nbformat", "nbclient", "nbval",
+                 "pytest", "pytest-xdist", "hypothesis", "pandas", "ruff", "packaging",
+                 "setuptools")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def student_lock(lock: str) -> str:
+    """The student edition's lock: the lines of the instructor's ``lock`` (same versions)
+    for :data:`STUDENT_ROOTS` and everything they require, as the installed packages'
+    metadata says (requirements of an extra left out; one for another Python kept). Where a
+    root's metadata is not installed here, the whole lock (heavier, never short of a package)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    for line in lock.splitlines():
+        if "==" in line and not line.lstrip().startswith("#"):
+            pins[_canonical(line.split("==", 1)[0].strip())] = line
+    pythons = [{"python_version": v, "python_full_version": f"{v}.0"}
+               for v in ("3.11", "3.12", "3.13", "3.14")]
+    todo: list[tuple[str, frozenset[str]]] = [(_canonical(r), frozenset()) for r in STUDENT_ROOTS]
+    seen: set[tuple[str, frozenset[str]]] = set()
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen or name not in pins:
+            continue
+        seen.add((name, extras))
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            return lock
+        for text in requires:
+            req = Requirement(text)
+            marker = req.marker
+            # Any Python the lock serves; an extra's requirement only for an extra asked for.
+            wanted = marker is None or any(
+                marker.evaluate({**py, "extra": extra})
+                for py in pythons for extra in (sorted(extras) or [""]))
+            if wanted:
+                todo.append((_canonical(req.name), frozenset(req.extras)))
+    names = {name for name, _ in seen}
+    return "".join(line + "\n" for key, line in pins.items() if key in names)
+
+
 def edition_files(root: Path) -> dict[str, bytes]:
     """Every file of the student edition of the repository at ``root``: path -> bytes.
 
@@ -171,6 +223,7 @@ def edition_files(root: Path) -> dict[str, bytes]:
         if not (root / name).is_file():
             raise EditionError(f"{root / name} is missing")
         files[name] = (root / name).read_bytes()
+    files["requirements-lock.txt"] = student_lock(files["requirements-lock.txt"].decode()).encode()
     for name in LICENSES:
         if (root / name).is_file():
             files[name] = (root / name).read_bytes()
