@@ -504,8 +504,10 @@ def _r(x: float) -> float:
 
 
 def _read_moment(value: Any, late: LatePolicy, what: str) -> tuple[datetime | None, str]:
+    """The moment in the deadline's time zone (as the reports show it), or ``(None, why)``."""
+    zone = late.timezone or late.deadline.tzinfo
     try:
-        return parse_time(value, late.timezone or late.deadline.tzinfo, what), ""
+        return parse_time(value, zone, what).astimezone(zone), ""
     except PolicyError as exc:
         return None, str(exc)
 
