@@ -6,7 +6,7 @@ include course.mk
 # Debian's Chromium, driven by Playwright for the browser tests (tests/browser).
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: test test-browser test-student-edition format lock check-lock notebooks
+.PHONY: test test-browser test-student-edition format lock check-lock notebooks site
 
 help:
 	@echo "make lab    set up .venv and open the course in JupyterLab"
@@ -15,6 +15,8 @@ help:
 	@echo "make test-browser  only the course in a real JupyterLab (headless Chromium)"
 	@echo "make test-student-edition  build the student edition in a temporary folder, scan it for"
 	@echo "            leaks and run its own make test there (from a fresh .venv)"
+	@echo "make site   build the course website into build/site (lectures and homework as stored;"
+	@echo "            offline: math, figures and widgets served by the site; needs npm once)"
 	@echo "make notebooks  re-execute the lectures and solutions in place, then regenerate exercises/"
 	@echo "make setup  only create .venv from the lock file (what lab and test do first)"
 	@echo "make lock   re-pin requirements-lock.txt from the current .venv (maintainers)"
@@ -44,6 +46,12 @@ test-browser: setup
 	else \
 		echo "SKIPPED browser tests: no Chromium at $(CHROMIUM); install with apt-get install chromium"; \
 	fi
+
+# The course as a static website (README, "The course as a website"): build/site/index.html.
+# Sphinx + MyST-NB from the stored outputs, warnings as errors; the browser tests build it
+# the same way and read every page offline in Chromium.
+site: setup
+	$(BIN)/python -m kpca_lib.course.site
 
 # Maintainers: store every lecture and solution executed (no timing metadata, so diffs stay
 # small), then regenerate exercises/ from solutions/.
