@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     except SiteError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
-    pages = sum(1 for _ in out.glob("*/*.html"))
+    pages = sum(1 for section in SECTIONS for _ in (out / section).glob("*.html"))
     print(f"site: {pages} pages in {time.perf_counter() - start:.0f} s, 0 warnings; open {index}")
     return 0
 
