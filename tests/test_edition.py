@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import io
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_docs import broken_links
 from test_exercises_run import _digest, execute, problems
 
 from kpca_lib.course.cli import main
@@ -34,8 +36,11 @@ CANARY = "kpca-canary-8f3d0c1e-secret"
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file() and ".git" not in p.relative_to(folder).parts}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(folder).parts
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +61,17 @@ def test_every_test_file_is_classified():
     assert len(entries) == len(set(entries)), "a file is listed twice in edition/tests.txt"
     for entry in entries:
         assert (ROOT / "tests" / entry).exists(), f"edition/tests.txt lists {entry}, not in tests/"
-    files = [p.relative_to(ROOT / "tests").as_posix() for p in (ROOT / "tests").rglob("*")
-             if p.is_file() and "__pycache__" not in p.parts]
+    files = [
+        p.relative_to(ROOT / "tests").as_posix()
+        for p in (ROOT / "tests").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     for name in files:
         owners = [e for e in entries if name == e or (e.endswith("/") and name.startswith(e))]
         assert len(owners) == 1, (
             f"tests/{name} must be listed once in edition/tests.txt, under [student] (shipped to "
-            f"students) or [instructor]; found {owners}")
+            f"students) or [instructor]; found {owners}"
+        )
 
 
 def test_edition_holds_what_students_need(edition):
@@ -70,11 +79,23 @@ def test_edition_holds_what_students_need(edition):
     lectures = {f"notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")}
     exercises = {f"exercises/{p.name}" for p in SOLUTIONS.glob("[0-9][0-9]_*.ipynb")}
     library = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kpca_lib").rglob("*.py")}
-    student_tests = {f"tests/{n}" for n in read_tests_manifest(ROOT / "edition/tests.txt")["student"]}
-    top = {"README.md", "Makefile", "course.mk", "requirements-lock.txt", "pyproject.toml",
-           "environment.yml", ".gitignore", MARKER}
+    student_tests = {
+        f"tests/{n}" for n in read_tests_manifest(ROOT / "edition/tests.txt")["student"]
+    }
+    top = {
+        "README.md",
+        "Makefile",
+        "course.mk",
+        "requirements-lock.txt",
+        "pyproject.toml",
+        "environment.yml",
+        ".gitignore",
+        MARKER,
+    }
     licences = {"LICENSE", "LICENSE-content.md", "LICENSES/CC-BY-4.0.txt"}  # code and content
-    assert lectures and set(files) == top | licences | lectures | exercises | library | student_tests
+    assert (
+        lectures and set(files) == top | licences | lectures | exercises | library | student_tests
+    )
     assert json.loads(files[MARKER])["files"] == sorted(set(files) - {MARKER})
     # Its own lock: the instructor's lines (same versions) for what students run, and no
     # grader, cluster or browser driver.
@@ -89,11 +110,86 @@ def test_edition_holds_what_students_need(edition):
     makefile, readme = files["Makefile"].decode(), files["README.md"].decode()
     assert "include course.mk" in makefile and "\ntest:" in makefile
     assert "solutions" not in makefile and "browser" not in makefile and "release" not in makefile
-    for needed in ("make lab", "make check", "make test", "## Submitting", "exercises/NN_name.ipynb", "nbgitpuller"):
+    for needed in (
+        "make lab",
+        "make check",
+        "make test",
+        "## Submitting",
+        "exercises/NN_name.ipynb",
+        "nbgitpuller",
+    ):
         assert needed in readme, needed
     assert "{{" not in readme and "solutions" not in readme.lower()
     for name in lectures | exercises:
         assert f"]({name})" in readme, f"the student README does not list {name}"
+
+
+def test_student_readme_links_resolve_in_the_edition(edition):
+    """Every relative link of the student README goes to a file of the edition: the
+    instructor's reference pages (docs/) are not in it, so it must not link to them."""
+    assert broken_links(edition / "README.md", edition) == []
+    assert not (edition / "docs").exists()
+
+
+def _kernel_managers_over_tcp(tree: ast.AST) -> list[int]:
+    """Lines of a test module that start a Jupyter kernel over TCP, the default: a
+    ``NotebookClient`` given neither a configuration (``config=``, which can set
+    ``KernelManager.transport = "ipc"``) nor a kernel manager (``km=``), or a ``KernelManager``
+    without ``transport="ipc"`` (one only asked for its command line, ``.format_kernel_cmd()``,
+    starts nothing)."""
+    only_cmd = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "format_kernel_cmd"
+    }
+    lines = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        name = getattr(call.func, "id", getattr(call.func, "attr", None))
+        keywords = {k.arg: k.value for k in call.keywords}
+        if name == "NotebookClient" and not {"km", "config"} & set(keywords):
+            lines.append(call.lineno)
+        if name == "KernelManager" and id(call) not in only_cmd:
+            transport = keywords.get("transport")
+            if not (isinstance(transport, ast.Constant) and transport.value == "ipc"):
+                lines.append(call.lineno)
+    return sorted(lines)
+
+
+def test_student_make_test_prints_no_warnings(edition):
+    """A green ``make test`` of the edition prints no warning and no kernel notice.
+
+    Its two pytest runs (the tests, then the lectures under nbval) turn warnings into errors,
+    so a warning fails the test that caused it, by name (a warning a test expects, it asserts).
+    The kernels its tests start use IPC sockets, as ``make check`` does: ipykernel prints
+    "Kernel is running over TCP without encryption" to the stderr of every TCP kernel (nbval's
+    own kernels write their stderr to /dev/null). The whole run: ``make test-student-edition``.
+    """
+    makefile = (edition / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    runs = [line.strip() for line in recipe.splitlines() if line.startswith("\t")]
+    assert [r.split()[0] for r in runs] == ["$(PYTEST)", "$(NBVAL)"], runs
+    assert all(" -W error " in f" {r} " for r in runs), runs
+    tests = sorted((edition / "tests").rglob("*.py"))
+    assert any("NotebookClient" in p.read_text(encoding="utf-8") for p in tests)
+    for path in tests:
+        tcp = _kernel_managers_over_tcp(ast.parse(path.read_text(encoding="utf-8")))
+        assert not tcp, (
+            f"tests/{path.name}, line(s) {tcp}: a kernel over TCP; run notebooks "
+            "with test_exercises_run.run_in_local_kernel (IPC)"
+        )
+
+
+def test_kernel_managers_over_tcp_are_found():
+    code = (
+        "NotebookClient(nb, kernel_name='python3').execute()\n"
+        "NotebookClient(nb, config=ipc).execute()\n"
+        "km = KernelManager(kernel_name='python3')\n"
+        "km = KernelManager(kernel_name='python3', transport='ipc', ip='/tmp/k')\n"
+        "cmd = KernelManager(kernel_name='python3').format_kernel_cmd()\n"
+    )
+    assert _kernel_managers_over_tcp(ast.parse(code)) == [1, 3]
 
 
 def test_edition_is_deterministic_and_regenerates_over_itself(edition, tmp_path):
@@ -134,7 +230,9 @@ def test_refuses_a_folder_that_is_not_an_edition(tmp_path, capsys):
     for inside_out in (ROOT, ROOT.parent):
         with pytest.raises(EditionError, match="instructor's repository"):
             build_student_edition(ROOT, inside_out)
-    (mine / MARKER).write_text(json.dumps({"kind": "kpca-course student edition", "files": ["../x"]}))
+    (mine / MARKER).write_text(
+        json.dumps({"kind": "kpca-course student edition", "files": ["../x"]})
+    )
     with pytest.raises(EditionError, match="not a file of an edition"):
         build_student_edition(ROOT, mine)
     assert (mine / "thesis.tex").read_text() == "mine"
@@ -145,21 +243,35 @@ def test_git_edition_is_one_commit_without_history(tmp_path, capsys):
     dest = tmp_path / "published"
     assert main(["release", "--student-edition", str(dest), "--git"]) == 0, capsys.readouterr().err
     git = ["git", "-C", str(dest)]
-    assert subprocess.run([*git, "rev-list", "--count", "HEAD"], capture_output=True,
-                          text=True).stdout.strip() == "1"
+    assert (
+        subprocess.run(
+            [*git, "rev-list", "--count", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        == "1"
+    )
     tracked = subprocess.run([*git, "ls-files"], capture_output=True, text=True).stdout.split()
     assert sorted(tracked) == sorted(_tree(dest))
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert main(["release", "--student-edition", str(dest), "--git"]) == 0
     assert "nothing changed" in capsys.readouterr().out
-    assert subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout == head
+    assert (
+        subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout == head
+    )
     # an older edition (here: another README) is updated by one more commit
     (dest / "README.md").write_text("an older edition\n")
-    subprocess.run([*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "old"], check=True)
+    subprocess.run(
+        [*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "old"], check=True
+    )
     assert main(["release", "--student-edition", str(dest), "--git"]) == 0
-    assert subprocess.run([*git, "rev-list", "--count", "HEAD"], capture_output=True,
-                          text=True).stdout.strip() == "3"
-    assert not subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout
+    assert (
+        subprocess.run(
+            [*git, "rev-list", "--count", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        == "3"
+    )
+    assert not subprocess.run(
+        [*git, "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
 
 
 def test_the_real_edition_has_no_leak(edition, fps):
@@ -174,10 +286,15 @@ def test_the_real_edition_has_no_leak(edition, fps):
 def _first(fps, kind: str, match: str) -> str:
     allowed = {line for _, line, _ in fps.allowed}
     singles = {fp.text for fp in fps.items if fp.match in ("line", "exact")}
-    return next(fp.text for fp in fps.items if fp.kind == kind and fp.match == match
-                and not set(fp.text.split("\n")) & allowed
-                # a pair of lines that are not fingerprints on their own: only the pair rule finds it
-                and (match != "pair" or not any(s in part for s in singles for part in fp.text.split("\n"))))
+    return next(
+        fp.text
+        for fp in fps.items
+        if fp.kind == kind
+        and fp.match == match
+        and not set(fp.text.split("\n")) & allowed
+        # a pair of lines that are not fingerprints on their own: only the pair rule finds it
+        and (match != "pair" or not any(s in part for s in singles for part in fp.text.split("\n")))
+    )
 
 
 def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
@@ -214,8 +331,11 @@ def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
     (dest / "extra.zip").write_bytes(buf.getvalue())
     (dest / "solutions").mkdir()
     (dest / "solutions" / "empty.txt").write_text("")
-    found = {(f.kind, f.file.split("!")[0], f.where.split(" line ")[0]) for f in scan(dest, fps)
-             if not f.allowed}
+    found = {
+        (f.kind, f.file.split("!")[0], f.where.split(" line ")[0])
+        for f in scan(dest, fps)
+        if not f.allowed
+    }
     rel = f"notebooks/{lecture.name}"
     expected = {
         ("solution", rel, f"/cells/{nb.cells.index(code)}/outputs/{len(code.outputs) - 1}/text"),
@@ -230,12 +350,18 @@ def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
         ("secret", "extra.zip", "(bytes)"),
         ("path", "solutions", "(its path)"),
     }
-    missing = {e for e in expected if not any(e[0] == f[0] and e[1] == f[1] and f[2].startswith(e[2])
-                                              for f in found)}
+    missing = {
+        e
+        for e in expected
+        if not any(e[0] == f[0] and e[1] == f[1] and f[2].startswith(e[2]) for f in found)
+    }
     assert not missing, f"not found: {missing}\nfound: {sorted(found)}"
     findings = scan(dest, fps)
     assert {f.file for f in findings if f.kind == "secret"} >= {
-        "kpca_lib/hint.py", "extra.zip!inner/secret.txt", "extra.zip!inner/canary.txt"}
+        "kpca_lib/hint.py",
+        "extra.zip!inner/secret.txt",
+        "extra.zip!inner/canary.txt",
+    }
     assert all("secret-" not in str(f) for f in findings)  # a report never shows a secret
 
 
@@ -244,7 +370,17 @@ def test_scan_reads_git_history_and_the_cli_fails_loudly(edition, fps, tmp_path,
     dest = tmp_path / "repo"
     shutil.copytree(edition, dest)
     line = _first(fps, "solution", "line")
-    run = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    run = [
+        "git",
+        "-C",
+        str(dest),
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "-c",
+        "commit.gpgsign=false",
+    ]
     subprocess.run([*run, "init", "-q"], check=True)
     (dest / "leak.py").write_text(line + "\n")
     subprocess.run([*run, "add", "-A"], check=True)
@@ -287,14 +423,19 @@ def _executed(cells):
         report = "q: 0 of 2 checks passed\n  ✘ x\n" if role == "check" else ""
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=report)]
         if ename:
-            cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue="e", traceback=[]))
+            cell.outputs.append(
+                nbformat.v4.new_output("error", ename=ename, evalue="e", traceback=[])
+            )
         nb.cells.append(cell)
     return nb
 
 
 def test_exercise_test_rules():
-    blank = [("setup", "import numpy", None), ("answer", "raise NotImplementedError", "NotImplementedError"),
-             ("check", "check('q', globals())", "CheckFailed")]
+    blank = [
+        ("setup", "import numpy", None),
+        ("answer", "raise NotImplementedError", "NotImplementedError"),
+        ("check", "check('q', globals())", "CheckFailed"),
+    ]
     nb = _executed(blank)
     released = {nb.cells[1].id: _digest(nb.cells[1].source)}
     assert problems(nb, released) == []
@@ -303,10 +444,13 @@ def test_exercise_test_rules():
     started.cells[1].outputs = []
     assert problems(started, released) == [
         "q: your answer does not pass its check yet (CheckFailed: e); run the exercise in "
-        "JupyterLab to see the check's report"]
+        "JupyterLab to see the check's report"
+    ]
     started.cells[2].outputs = started.cells[2].outputs[:1]  # the check passes
     assert problems(started, released) == []
-    started.cells[0].outputs.append(nbformat.v4.new_output("error", ename="NameError", evalue="x", traceback=[]))
+    started.cells[0].outputs.append(
+        nbformat.v4.new_output("error", ename="NameError", evalue="x", traceback=[])
+    )
     assert problems(started, released)[0].endswith("(setup) raised NameError: x")
     passing_blank = copy.deepcopy(nb)
     passing_blank.cells[2].outputs = passing_blank.cells[2].outputs[:1]

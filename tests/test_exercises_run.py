@@ -20,12 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
@@ -52,6 +54,23 @@ def released_answers(path: Path, nb: Any) -> dict[str, str]:
             if c.cell_type == "code" and _kpca(c).get("role") == "answer"}
 
 
+def run_in_local_kernel(nb: Any, folder: Path, **client: Any) -> Any:
+    """Run ``nb`` in a fresh python3 kernel in ``folder``, over IPC sockets in a private
+    temporary folder, not TCP: a local kernel needs no port, and ipykernel warns on the stderr
+    of every kernel "running over TCP without encryption". The client starts the kernel, so it
+    also shuts it down and closes its own sockets."""
+    with tempfile.TemporaryDirectory(prefix="kpca-kernel-") as sockets:
+        ipc = Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/kernel"}})
+        NotebookClient(
+            nb,
+            kernel_name="python3",
+            config=ipc,
+            resources={"metadata": {"path": str(folder)}},
+            **client,
+        ).execute()
+    return nb
+
+
 def execute(nb: Any, folder: Path) -> Any:
     """Run every cell of ``nb`` (errors are kept in the outputs), in ``folder``, with checks
     that raise ``CheckFailed`` when they fail (``KPCA_CHECKS_RAISE=1``; in JupyterLab they
@@ -59,8 +78,7 @@ def execute(nb: Any, folder: Path) -> Any:
     old = os.environ.get("KPCA_CHECKS_RAISE")
     os.environ["KPCA_CHECKS_RAISE"] = "1"  # the kernel inherits this process's environment
     try:
-        NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3",
-                       resources={"metadata": {"path": str(folder)}}).execute()
+        run_in_local_kernel(nb, folder, timeout=300, allow_errors=True)
     finally:
         if old is None:
             os.environ.pop("KPCA_CHECKS_RAISE", None)

@@ -76,7 +76,9 @@ def test_installed_environment_matches_lock():
             continue
         if installed != version:
             mismatched.append(f"{name} {installed} != {version}")
-    assert not mismatched, "the environment drifted from requirements-lock.txt: " + ", ".join(mismatched)
+    assert not mismatched, "the environment drifted from requirements-lock.txt: " + ", ".join(
+        mismatched
+    )
 
 
 def test_base_install_is_the_library_only():
@@ -84,13 +86,13 @@ def test_base_install_is_the_library_only():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
     assert base == {"numpy", "scipy", "scikit-learn", "matplotlib", "ipywidgets", "threadpoolctl"}
-    course = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["course"]}
+    course = {
+        canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["course"]
+    }
     assert {"jupyterlab", "nbval", "nbformat"} <= course
 
 
-MATH_MODULES = sorted(
-    p.stem for p in (ROOT / "kpca_lib").glob("*.py") if p.stem != "__init__"
-)
+MATH_MODULES = sorted(p.stem for p in (ROOT / "kpca_lib").glob("*.py") if p.stem != "__init__")
 
 
 def test_every_public_module_is_listed_in_the_package():
@@ -125,21 +127,41 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     built from that sdist with pip, as `python -m build` would."""
     out = tmp_path_factory.mktemp("dist")
     src = out / "repo"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+        ),
+    )
     assert (src / "solutions").is_dir() and (src / "tests").is_dir()
     code = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
-    proc = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(out)], cwd=src, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     sdist = out / proc.stdout.strip().splitlines()[-1]
     with tarfile.open(sdist) as tf:
         tf.extractall(out / "unpacked", filter="data")
     (unpacked,) = (out / "unpacked").iterdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-         "--disable-pip-version-check", "--wheel-dir", str(out), str(unpacked)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            str(out),
+            str(unpacked),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("*.whl")
     return {"sdist": sdist, "wheel": wheel}
@@ -181,19 +203,20 @@ def test_wheel_and_sdist_pass_the_leak_scan(dists):
         assert not leaks, "\n".join(leaks)
 
 
+def github_anchor(title: str) -> str:
+    """The #anchor GitHub gives a heading: lower case, punctuation dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
 def test_readme_contents_list_every_section_and_its_links_resolve():
     """The README's table of contents names every ## and ### section, and every link to a
-    section (#anchor, as GitHub makes them) goes to one."""
-    import re
-
+    section (#anchor, as GitHub makes them) goes to one. (Links to files and to docs/ pages:
+    tests/test_docs.py.)"""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     body = re.sub(r"```.*?```", "", readme, flags=re.S)  # no headings inside code blocks
 
-    def anchor(title: str) -> str:
-        return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
-
     titles = re.findall(r"^#{2,3} (.+)$", body, re.M)
-    anchors = {anchor(t) for t in titles}
+    anchors = {github_anchor(t) for t in titles}
     contents = body.split("**Contents.**", 1)[1].split("\n\n", 1)[0]
     assert re.findall(r"\[([^\]]+)\]\(#", contents) == titles
     for target in re.findall(r"\]\(#([^)]+)\)", body):

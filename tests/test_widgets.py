@@ -715,13 +715,11 @@ def test_explorers_draw_their_figure_in_a_fresh_kernel(tmp_path):
     (exercise 04 has no figure before its explorer).
     """
     import nbformat
-    from nbclient import NotebookClient
+    from test_exercises_run import run_in_local_kernel
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(EXPLORERS_IN_A_FRESH_KERNEL)]
-    NotebookClient(
-        nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+    run_in_local_kernel(nb, tmp_path, timeout=120)
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     outputs = [m["state"]["outputs"] for m in state.values() if m["model_name"] == "OutputModel"]
     assert len(outputs) == 3

@@ -60,23 +60,21 @@ def run_notebook(path: Path, timeout: float = CELL_TIMEOUT) -> Report:
     """Run ``path`` in a fresh kernel (its folder as the working directory) and read back
     each check cell's printed report and each answer cell that raised."""
     import nbformat
-    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     report = Report(path)
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory(prefix="kpca-check-") as sockets:
         # IPC, not TCP: a local kernel needs no port, and warns of none. Its sockets' path
-        # is absolute: the kernel runs in the notebook's folder.
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets}/kernel")
-        client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True,
+        # is absolute: the kernel runs in the notebook's folder. The client creates (so owns)
+        # the kernel manager: it shuts the kernel down and closes its own sockets.
+        ipc = Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/kernel"}})
+        client = NotebookClient(nb, kernel_name="python3", config=ipc, timeout=timeout,
+                                allow_errors=True,
                                 resources={"metadata": {"path": str(path.parent)}})
         start = time.perf_counter()
-        try:
-            client.execute()
-        finally:  # the client shuts down only a kernel it started itself
-            if km.has_kernel:
-                km.shutdown_kernel(now=True)
+        client.execute()
         report.seconds = time.perf_counter() - start
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

@@ -132,7 +132,8 @@ def run_checks(
 ) -> list[CheckResult]:
     """Run the question's public checks, then ``hidden``, and charge each cause once.
 
-    This is the one place where a question's checks are charged (the README's rule):
+    This is the one place where a question's checks are charged (docs/grading.md, "How
+    points are charged"):
 
     * a **slip** (:class:`~kpca_lib.course.grading.plain.Slip` with ``charge`` ``"once"``,
       ``"form"`` or ``"explain"``: a recognised mistake, an answer of the wrong form that a
