@@ -82,12 +82,13 @@ def fit_approximate(
     n_features: int,
     random_state: int | np.random.Generator | None,
     n_threads: int,
+    remove_zero_eig: bool = False,
 ) -> ApproximateResult:
     """Fit the feature map on ``X`` and the centred PCA of its features.
 
     ``n_components=None`` keeps every component with a non-zero eigenvalue
     (at most ``min(n_samples, n_features)``); eigenvalues below ``1e-12`` of
-    the largest are rounding and set to 0.
+    the largest are rounding and set to 0 (dropped with ``remove_zero_eig``).
     """
     n = X.shape[0]
     J = check_n_features_out(n_features, n if approximation == "nystroem" else None)
@@ -96,7 +97,11 @@ def fit_approximate(
     feature_map.fit(X)
     threads = 1 if spec.name == "callable" else n_threads
     result = feature_pca(feature_map._features, X, k, n_threads=threads)
-    return ApproximateResult(feature_map, drop_zero_components(result, n_components), threads)
+    return ApproximateResult(
+        feature_map,
+        drop_zero_components(result, n_components, remove_zero=remove_zero_eig),
+        threads,
+    )
 
 
 def components_to_keep(n_components: int | None, n: int, J: int) -> int:
@@ -124,16 +129,21 @@ def make_feature_map(
     )
 
 
-def drop_zero_components(result: FeaturePCAResult, n_components: int | None) -> FeaturePCAResult:
+def drop_zero_components(
+    result: FeaturePCAResult, n_components: int | None, *, remove_zero: bool = False
+) -> FeaturePCAResult:
     """Eigenvalues below ``1e-12`` of the largest are rounding: set to 0, or dropped when
-    ``n_components`` is ``None`` (every non-zero component)."""
+    ``n_components`` is ``None`` (every non-zero component) or ``remove_zero`` (scikit-learn's
+    ``remove_zero_eig=True``)."""
     eigenvalues = result.eigenvalues
     keep = eigenvalues > 1e-12 * max(float(eigenvalues.max()), 0.0)
-    if n_components is None:
+    if n_components is None or remove_zero:
         if not np.any(keep):
+            removed = " (remove_zero_eig=True removes every component)" if n_components else ""
             raise ValueError(
                 "the centred features are zero: every sample is the same point in feature "
-                "space, so there is no variance to analyse. Check X and the kernel parameters."
+                f"space, so there is no variance to analyse{removed}. Check X and the kernel "
+                "parameters."
             )
         result.eigenvalues, result.components = eigenvalues[keep], result.components[keep]
     else:
@@ -141,10 +151,6 @@ def drop_zero_components(result: FeaturePCAResult, n_components: int | None) -> 
     return result
 
 
-def transform_approximate(
-    result: ApproximateResult, X: NDArray[np.float64]
-) -> NDArray[np.float64]:
+def transform_approximate(result: ApproximateResult, X: NDArray[np.float64]) -> NDArray[np.float64]:
     """``(Φ(X) − feature_mean) @ componentsᵀ``, chunk by chunk."""
-    return project_features(
-        result.feature_map._project, X, result.pca, n_threads=result.n_threads
-    )
+    return project_features(result.feature_map._project, X, result.pca, n_threads=result.n_threads)

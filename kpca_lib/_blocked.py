@@ -17,15 +17,13 @@ float32 rounding error) are accumulated in float64 while the panels are built.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._threads import blas_threads
+from ._threads import available_cpus, parallel_for, resolve_threads
 
 __all__ = [
     "SymmetricPanels",
@@ -41,13 +39,43 @@ PANEL_ROWS = 256
 #: Columns computed at once: a block of 256×1024 float64 is 2 MB (fits in L2).
 BLOCK_COLS = 1024
 
+#: Work is split into tasks of at least this many matrix entries, and into at most
+#: ``MAX_TASKS`` tasks, whatever the number of threads: every task writes its own
+#: partial results, which are then added in task order, so the numbers do not depend
+#: on the thread count or on which thread ran which task. A few large tasks per thread
+#: (not one per block) keep the overhead low; several per thread let the threads that
+#: do get a CPU on a busy machine take over the work of one that does not.
+MIN_TASK_ENTRIES = 1 << 20
+#: See ``MIN_TASK_ENTRIES``. Each task of a product ``K @ V`` holds an ``n×b`` partial sum.
+MAX_TASKS = {"build": 32, "matmat": 8}
+#: Panel columns multiplied at once in :meth:`SymmetricPanels.matmat`: 1 MiB of matrix
+#: entries (256 rows × 512 float64), small enough to stay in the L2 cache between the
+#: product for the lower and the one for the upper triangle.
+CHUNK_BYTES = 1 << 20
+
 
 def available_cores() -> int:
-    """Number of CPU cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    """Number of CPUs this process may use (affinity mask and cgroup quota).
+
+    See :func:`kpca_lib._threads.available_cpus`.
+    """
+    return available_cpus()
+
+
+def _task_ranges(sizes: list[int], kind: str) -> list[tuple[int, int]]:
+    """Split items of the given sizes (matrix entries) into contiguous, about equal tasks.
+
+    The split depends only on ``sizes`` (never on the thread count), see ``MIN_TASK_ENTRIES``.
+    """
+    total = sum(sizes)
+    n_tasks = int(min(MAX_TASKS[kind], max(1, total // MIN_TASK_ENTRIES), len(sizes)))
+    bounds, acc, target = [0], 0, total / max(n_tasks, 1)
+    for i, size in enumerate(sizes):
+        acc += size
+        if acc >= target * len(bounds) and len(bounds) < n_tasks and i + 1 < len(sizes):
+            bounds.append(i + 1)
+    bounds.append(len(sizes))
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 def symmetrize_inplace(A: NDArray, block: int = 512) -> NDArray:
@@ -80,6 +108,9 @@ class SymmetricPanels:
         Storage type, float64 or float32.
     panel_rows : int
         Rows per panel.
+    n_threads : int, optional
+        Threads of the products (default: every available CPU); clipped to the
+        available CPUs (:func:`kpca_lib._threads.resolve_threads`).
 
     Attributes
     ----------
@@ -92,11 +123,16 @@ class SymmetricPanels:
     grand_mean : float
     frobenius_norm : float
         ``‖K‖_F`` of the stored values, in float64.
+    n_threads : int
+        Threads of :meth:`matmat`; the result does not depend on it.
     """
 
-    def __init__(self, n: int, dtype: np.dtype, panel_rows: int = PANEL_ROWS) -> None:
+    def __init__(
+        self, n: int, dtype: np.dtype, panel_rows: int = PANEL_ROWS, n_threads: int | None = None
+    ) -> None:
         self.n = n
         self.dtype = np.dtype(dtype)
+        self.n_threads = resolve_threads(n_threads)
         self.bounds = list(range(0, n, panel_rows)) + [n]
         self.panels = [
             np.empty((stop - start, stop), dtype=self.dtype)
@@ -113,15 +149,58 @@ class SymmetricPanels:
         return sum(p.nbytes for p in self.panels)
 
     def matmat(self, V: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``K @ V`` for ``V`` of shape (n, b), in the storage precision, returned as float64."""
+        """``K @ V`` for ``V`` of shape (n, b), in the storage precision, returned as float64.
+
+        Panel ``p`` gives rows ``[r_p, r_{p+1})`` of the result (its lower part)
+        and adds ``panelᵀ V[r_p:r_{p+1}]`` to rows ``[0, r_p)`` (the upper
+        triangle). For several columns, both products are made chunk by chunk of
+        ``CHUNK_BYTES`` (a chunk is still in the CPU cache for the second one), so
+        the matrix is read from memory once per product, not twice: the products
+        are limited by memory bandwidth (a single column uses two whole-panel
+        matrix–vector products instead: chunks that short do not run well on two
+        threads). The panels are split into a few contiguous tasks
+        (independent of the thread count) run by :func:`kpca_lib._threads.parallel_for`
+        on ``n_threads`` threads with one BLAS thread each; each task adds its
+        upper-triangle part into its own buffer, and the buffers are added in
+        task order, so the result is the same for any number of threads.
+        """
         V = np.ascontiguousarray(V, dtype=self.dtype)
         Y = np.empty_like(V)
+        # One column: matrix–vector products (BLAS gemv, ~1/3 faster for the transposed panel).
+        Vv, Yv = (V[:, 0], Y[:, 0]) if V.shape[1] == 1 else (V, Y)
         b = self.bounds
-        for p, panel in enumerate(self.panels):
-            Y[b[p] : b[p + 1]] = panel @ V[: b[p + 1]]
-        for p, panel in enumerate(self.panels):
-            if p:
-                Y[: b[p]] += panel[:, : b[p]].T @ V[b[p] : b[p + 1]]
+        tasks = _task_ranges([p.size for p in self.panels], "matmat")
+        upper: list[NDArray] = [Yv[:0]] * len(tasks)
+        rows = max(b_next - b_p for b_p, b_next in zip(b[:-1], b[1:], strict=True))
+        width = max(64, CHUNK_BYTES // (rows * self.dtype.itemsize))
+
+        def task(t: int) -> None:
+            first, stop = tasks[t]
+            part = np.zeros((b[stop - 1], *Vv.shape[1:]), dtype=self.dtype)
+            for p in range(first, stop):
+                panel, r0, r1 = self.panels[p], b[p], b[p + 1]
+                if Vv.ndim == 1:
+                    # One vector: two whole-panel calls. Chunks of a matrix–vector product
+                    # are too short for two threads (each call hands the GIL over), and
+                    # gemv streams the panel from memory fast enough without them.
+                    Yv[r0:r1] = panel @ Vv[:r1]
+                    if r0:
+                        part[:r0] += panel[:, :r0].T @ Vv[r0:r1]
+                    continue
+                own = np.zeros((r1 - r0, *Vv.shape[1:]), dtype=self.dtype)
+                for c0 in range(0, r1, width):
+                    c1 = min(c0 + width, r1)
+                    chunk = panel[:, c0:c1]
+                    own += chunk @ Vv[c0:c1]
+                    if c0 < r0:  # left of the diagonal block: also the upper triangle
+                        c1 = min(c1, r0)
+                        part[c0:c1] += chunk[:, : c1 - c0].T @ Vv[r0:r1]
+                Yv[r0:r1] = own
+            upper[t] = part
+
+        parallel_for(task, len(tasks), self.n_threads)
+        for part in upper:  # in task order: the same sums whatever the thread count
+            Yv[: part.shape[0]] += part
         return Y.astype(np.float64, copy=False)
 
     def centered_matmat(self, V: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -204,22 +283,23 @@ def _fill(
     (see :func:`build_kernel_dense`).
     """
     dtype = np.dtype(dtype)
-    n_threads = available_cores() if n_threads is None else max(1, int(n_threads))
     items = list(_blocks(bounds, block_cols))
-    n_threads = min(n_threads, len(items))
-    row_sums = np.zeros((n_threads, n))
-    sq_sums = np.zeros(n_threads)
-    max_abs = np.zeros(n_threads)
-    finite = np.ones(n_threads, dtype=bool)
+    # Contiguous tasks of whole blocks, independent of the thread count; each task keeps
+    # its own statistics (added in task order below), so they do not depend on it either.
+    tasks = _task_ranges([(r.stop - r.start) * (c.stop - c.start) for _, r, c in items], "build")
+    row_sums = np.zeros((len(tasks), n))
+    sq_sums = np.zeros(len(tasks))
+    max_abs = np.zeros(len(tasks))
+    finite = np.ones(len(tasks), dtype=bool)
     panel_rows = max(b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True))
     ones = np.ones(max(panel_rows, block_cols))
     tiny = float(np.finfo(dtype).tiny) if dtype != np.float64 else 0.0
     scratch_shape = (panel_rows, max(panel_rows, block_cols))
 
     def work(t: int) -> None:
-        # Thread t takes every n_threads-th block and owns row_sums[t], sq_sums[t], ...
         scratch = np.empty(scratch_shape)
-        for p, rows, cols in items[t::n_threads]:
+        first, stop = tasks[t]
+        for p, rows, cols in items[first:stop]:
             target = store(p, rows, cols)
             h, w = target.shape
             # Compute in a contiguous scratch block (stays in cache), then store.
@@ -248,19 +328,20 @@ def _fill(
                     frob *= 2.0
             sq_sums[t] += frob
 
-    # BLAS is limited to one thread: the blocks are small and the parallelism
-    # is across blocks (a multithreaded BLAS would only spin and wait here).
-    with blas_threads(1):
-        if n_threads == 1:
-            work(0)
-        else:
-            with ThreadPoolExecutor(n_threads) as pool:
-                list(pool.map(work, range(n_threads)))
-    row_means = row_sums.sum(axis=0) / n
+    # Tasks from a work queue, each thread with one BLAS thread: the blocks are small and
+    # the parallelism is across blocks (a multithreaded BLAS would only spin and wait here).
+    parallel_for(work, len(tasks), resolve_threads(n_threads))
+    total = np.zeros(n)
+    for sums in row_sums:  # in task order: the same sums whatever the thread count
+        total += sums
+    row_means = total / n
+    frobenius_sq = 0.0
+    for sq in sq_sums:
+        frobenius_sq += float(sq)
     return KernelStats(
         row_means=row_means,
         grand_mean=float(row_means.mean()),
-        frobenius_norm=float(np.sqrt(sq_sums.sum())),
+        frobenius_norm=float(np.sqrt(frobenius_sq)),
         max_abs=float(np.nan if np.isnan(max_abs).any() else max_abs.max()),
         finite=bool(finite.all()),
     )
@@ -288,9 +369,11 @@ def build_kernel_panels(
     dtype : float64 or float32
         Storage precision.
     n_threads : int, optional
-        Worker threads (default: every available core). NumPy and BLAS release
-        the GIL, so blocks are computed in parallel; BLAS itself is limited to
-        one thread meanwhile to avoid oversubscription.
+        Worker threads of the build and of the products (default: every
+        available CPU, :func:`kpca_lib._threads.available_cpus`; more are
+        clipped to that). NumPy and BLAS release the GIL, so blocks are computed
+        in parallel; BLAS itself is limited to one thread meanwhile to avoid
+        oversubscription. The values do not depend on the number of threads.
     check : callable, optional
         ``check(stats, dtype)`` raises for unusable values (default: a
         ``ValueError`` for infinite or NaN entries, checked after the cast).
@@ -305,7 +388,7 @@ def build_kernel_panels(
     ValueError
         If the kernel overflows (infinite values in the storage precision).
     """
-    K = SymmetricPanels(n, dtype, panel_rows)
+    K = SymmetricPanels(n, dtype, panel_rows, n_threads)
     stats = _fill(
         block,
         n,

@@ -1,6 +1,6 @@
 """Symmetric eigendecompositions shared by PCA and kernel PCA, verified before they are returned.
 
-Three solvers compute the ``k`` largest eigenpairs of a symmetric ``n×n`` matrix:
+Four solvers compute the ``k`` largest eigenpairs of a symmetric ``n×n`` matrix:
 
 * ``"dense"``: LAPACK ``eigh`` restricted to the top ``k`` (``?syevr``); needs
   the whole matrix in float64 and O(n³) time, but no iteration. If LAPACK
@@ -13,6 +13,10 @@ Three solvers compute the ``k`` largest eigenpairs of a symmetric ``n×n`` matri
   as soon as every requested Ritz pair has a small residual
   ``‖A u − θ u‖ ≤ tol · ‖A‖``, checked after every product, so it does the
   fewest passes over the matrix.
+* ``"randomized"``: randomized subspace iteration from a random block
+  (:mod:`kpca_lib._randomized`, scikit-learn's ``eigen_solver="randomized"``
+  with ``iterated_power`` and ``random_state``), run until its residuals meet
+  the same tolerance; never chosen by ``"auto"``.
 
 **Every result is verified** (:func:`kpca_lib._verify.verify_eigenpairs`):
 exactly ``k`` finite pairs in descending order, orthonormal vectors, residuals
@@ -51,6 +55,7 @@ import scipy.sparse.linalg
 from numpy.typing import NDArray
 
 from ._blocked import symmetrize_inplace
+from ._threads import one_blas_thread_for_solver, with_caller_blas_threads
 from ._verify import Verification, verify_eigenpairs
 
 __all__ = [
@@ -65,7 +70,7 @@ __all__ = [
     "EIGEN_SOLVERS",
 ]
 
-EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos", "randomized")
 
 #: Below this size the iterative solvers just form the matrix and call LAPACK.
 _SMALL = 64
@@ -231,7 +236,7 @@ def choose_solver(n: int, k: int, solver: str) -> str:
         )
     if solver == "auto":
         return "lanczos" if (n > 200 and k <= n // 10) else "dense"
-    if solver in ("arpack", "lanczos") and k >= n:
+    if solver in ("arpack", "lanczos", "randomized") and k >= n:
         return "dense"
     return solver
 
@@ -310,6 +315,7 @@ def _dense_top(
     return w, V, A, how
 
 
+@with_caller_blas_threads  # LAPACK on the whole matrix: BLAS threads pay off
 def _dense_attempt(
     S: NDArray[np.float64], k: int, overwrite: bool, tol: float | None, report: SolverReport,
     *, matrix_norm: float | None = None, dtype_eps: float = _EPS64,
@@ -453,6 +459,7 @@ def _operator_hints(
     return matrix_norm, float(dtype_eps), dense
 
 
+@one_blas_thread_for_solver  # see kpca_lib._threads: products keep the caller's threads
 def top_eigh_operator(
     matmat: MatMat,
     n: int,
@@ -463,6 +470,8 @@ def top_eigh_operator(
     max_iter: int | None = None,
     matrix_norm: float | None = None,
     dtype_eps: float | None = None,
+    iterated_power: int | str = "auto",
+    random_state: object = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The ``k`` largest eigenpairs of a symmetric matrix given by ``matmat(V) = A @ V``, verified.
 
@@ -472,10 +481,11 @@ def top_eigh_operator(
         Product with the symmetric ``n×n`` matrix, for ``V`` of shape (n, b).
     n, k : int
         Matrix size and number of eigenpairs, ``1 <= k <= n``.
-    solver : {"lanczos", "arpack", "auto", "dense"}
+    solver : {"lanczos", "arpack", "randomized", "auto", "dense"}
         ``"auto"`` tries ``"lanczos"`` and falls back to ``"dense"`` (matrix
         formed from products, if it fits in memory) or ``"arpack"`` when the
-        result cannot be verified; ``"dense"`` forms the matrix.
+        result cannot be verified; ``"dense"`` forms the matrix;
+        ``"randomized"``: :mod:`kpca_lib._randomized`.
     tol : float, optional
         Relative tolerance. ``"lanczos"``: residuals ``‖A u − θ u‖ ≤ tol·‖A‖``
         (default ``1e-10``, at least ``10·dtype_eps``); ``"arpack"``: scipy's
@@ -491,6 +501,10 @@ def top_eigh_operator(
     dtype_eps : float, optional
         Machine epsilon of the stored matrix (``np.finfo(np.float32).eps`` for a
         float32 kernel). Default: from ``matmat.__self__.dtype``, else float64.
+    iterated_power : int or "auto", default="auto"
+        ``"randomized"`` only: minimum number of power iterations.
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        ``"randomized"`` only: seed of the random start block.
 
     Returns
     -------
@@ -506,6 +520,7 @@ def top_eigh_operator(
     if solver not in EIGEN_SOLVERS:
         choose_solver(n, k, solver)  # raises the ValueError
     matrix_norm, dtype_eps, dense = _operator_hints(matmat, n, matrix_norm, dtype_eps)
+    matmat = with_caller_blas_threads(matmat)
     report = SolverReport(solver, n, k, dtype_eps=dtype_eps)
     _publish(report)
     first = choose_solver(n, k, solver)
@@ -519,6 +534,21 @@ def top_eigh_operator(
     small = n <= _SMALL or k >= n
     if first == "dense" or small:
         result = dense_attempt()
+    elif first == "randomized":
+        from ._randomized import randomized_attempts
+
+        result = randomized_attempts(
+            matmat,
+            n,
+            k,
+            tol,
+            max_iter,
+            report,
+            matrix_norm,
+            dtype_eps,
+            iterated_power=iterated_power,
+            random_state=random_state,
+        )
     elif first == "arpack":
         result = _arpack_attempt(matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps)
     else:
@@ -697,6 +727,7 @@ def _orthonormal_block(
     return W
 
 
+@one_blas_thread_for_solver
 def lanczos_eigh(
     matmat: MatMat,
     n: int,
@@ -757,6 +788,7 @@ def lanczos_eigh(
     _check_k(n, k)
     b = _default_block_size(k) if block_size is None else max(1, int(block_size))
     _, dtype_eps, _ = _operator_hints(matmat, n, None, None)
+    matmat = with_caller_blas_threads(matmat)
     report = SolverReport("lanczos", n, k, dtype_eps=dtype_eps)
     t0 = time.perf_counter()
     theta, U, info = _block_lanczos(

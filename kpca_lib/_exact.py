@@ -4,10 +4,13 @@ The fitting half of :class:`kpca_lib.kernel_pca.KernelPCA` with
 ``approximation=None``, as two pure functions:
 
 * :func:`fit_exact` builds the kernel matrix of the training data (half-stored
-  panels for the iterative solvers, a full matrix for ``"dense"``, callables
-  and precomputed kernels), centres it (implicitly for the panels), computes
-  the top eigenpairs and classifies the eigenvalues (rounding-level values
-  become 0; clearly negative ones mean a non-Mercer kernel);
+  panels for the iterative solvers, a full matrix for ``"dense"``, callables,
+  precomputed kernels and sparse data), centres it (implicitly for the panels),
+  computes the top eigenpairs and classifies the eigenvalues (rounding-level
+  values become 0; clearly negative ones mean a non-Mercer kernel). A
+  precomputed or callable kernel whose entries are far from 1 (e.g. near
+  ``1e±150``, where the solvers' squares would over- or underflow) is scaled
+  by a power of two inside (exactly), and the eigenvalues scaled back;
 * :func:`transform_exact` projects new points with the *same* kernel code
   (:class:`kpca_lib.kernels.KernelEvaluator` with the training shift), in
   row blocks and threads.
@@ -20,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
 import scipy.sparse.linalg
 from numpy.typing import NDArray
 
@@ -34,6 +38,7 @@ from .kernels import (
     check_kernel_values,
     evaluator_blocks,
     kernel_matrix,
+    sparse_kernel,
 )
 
 __all__ = ["ExactResult", "fit_exact", "transform_exact", "NonPSDKernelWarning"]
@@ -41,6 +46,8 @@ __all__ = ["ExactResult", "fit_exact", "transform_exact", "NonPSDKernelWarning"]
 #: Test-kernel entries computed at once per thread in ``transform`` (16 MB of float64).
 _TRANSFORM_BLOCK = 1 << 21
 _EPS64 = float(np.finfo(np.float64).eps)
+#: A precomputed or callable kernel with max|K_ij| outside this range is scaled inside.
+_SCALE_ABOVE, _SCALE_BELOW = 1e100, 1e-100
 
 
 class NonPSDKernelWarning(UserWarning):
@@ -63,7 +70,7 @@ class ExactResult:
     col_means : ndarray of shape (n,)
         Column means of the training kernel as evaluated (see ``shift``).
     grand_mean : float
-    X_fit : ndarray
+    X_fit : ndarray or scipy.sparse.csr_matrix
         Training data (the Gram matrix for ``kernel="precomputed"``).
     shift : ndarray or None
         The vector the evaluator subtracted from every point at fit.
@@ -103,6 +110,8 @@ class _Eigenpairs:
     rounding_bound: float
     smallest: float | None  # smallest eigenvalue of the whole K_c, when checked
     float32_frobenius: float | None = None  # ‖K‖_F of a float32-stored kernel
+    rounding_bound64: float | None = None  # the bound had the kernel been stored in float64
+    float32_cause: str = "kernel_dtype"  # or "precomputed": the caller's kernel is float32
 
 
 def _checker(spec: KernelSpec):
@@ -113,7 +122,7 @@ def _checker(spec: KernelSpec):
 
 
 def _solver_tolerance(solver: str, tol: float | None, dtype: np.dtype) -> float | None:
-    if dtype == np.float32 and solver == "lanczos":
+    if dtype == np.float32 and solver in ("lanczos", "randomized"):
         # The stored kernel is only float32-accurate: ask no more of the solver.
         return max(1e-6 if tol is None else tol, 10.0 * float(np.finfo(np.float32).eps))
     return tol
@@ -121,7 +130,7 @@ def _solver_tolerance(solver: str, tol: float | None, dtype: np.dtype) -> float 
 
 def _solver_error(solver: str, tol: float | None) -> float:
     """Relative eigenvalue error the solver may leave (its residual tolerance)."""
-    if solver == "lanczos":
+    if solver in ("lanczos", "randomized"):
         return 1e-10 if tol is None else tol
     if solver == "arpack":
         return _EPS64 if not tol else tol
@@ -148,37 +157,73 @@ def _eigenpairs(
     max_iter: int | None,
     dtype: np.dtype,
     n_threads: int,
+    iterated_power: int | str = "auto",
+    random_state: object = None,
+    input_eps: float = _EPS64,
 ) -> _Eigenpairs:
     n = X.shape[0]
     solver = choose_solver(n, k, eigen_solver)
     shift, expm1 = None, False
-    if spec.is_named and solver != "dense":
+    sparse = scipy.sparse.issparse(X)
+    randomized = {"iterated_power": iterated_power, "random_state": random_state}
+    if spec.is_named and solver != "dense" and not sparse:
         evaluator = KernelEvaluator(spec, X, centred=True)
         shift, expm1 = evaluator.shift, evaluator.expm1
         panels = build_kernel_panels(
-            evaluator_blocks(evaluator, X), n, dtype=dtype, n_threads=n_threads, check=_checker(spec)
+            evaluator_blocks(evaluator, X),
+            n,
+            dtype=dtype,
+            n_threads=n_threads,
+            check=_checker(spec),
         )
         check_kernel_values(spec, panels.stats, dtype)
+        user_tol = tol
         tol = _solver_tolerance(solver, tol, dtype)
         # "auto" is passed on unresolved so that the solver can fall back to a robust one
         # when its first choice does not verify; the report names the solver used.
         with record_solver_reports() as reports:
             eigenvalues, eigenvectors = top_eigh_operator(
-                panels.centered_matmat, n, k, _first_or_auto(eigen_solver, solver),
-                tol=tol, max_iter=max_iter,
+                panels.centered_matmat,
+                n,
+                k,
+                _first_or_auto(eigen_solver, solver),
+                tol=tol,
+                max_iter=max_iter,
+                **randomized,
             )
         solver = _used(reports, solver)
         bound = _rounding_bound(n, eigenvalues, panels.frobenius_norm, dtype, solver, tol)
         smallest = None
         if spec.may_be_indefinite and k < n:
             smallest = _smallest_eigenvalue(panels.centered_matmat, n)
-        return _Eigenpairs(
-            eigenvalues, eigenvectors, panels.row_means, panels.grand_mean, shift, expm1,
-            solver, bound, smallest,
-            panels.frobenius_norm if dtype == np.float32 else None,
+        float32 = dtype == np.float32
+        # What float64 storage would resolve, at the caller's tolerance (float32 raises it).
+        bound64 = (
+            _rounding_bound(
+                n, eigenvalues, panels.frobenius_norm, np.dtype(np.float64), solver, user_tol
+            )
+            if float32
+            else None
         )
-    # A full n×n matrix: the dense solver, callable and precomputed kernels.
-    if spec.is_named:
+        return _Eigenpairs(
+            eigenvalues,
+            eigenvectors,
+            panels.row_means,
+            panels.grand_mean,
+            shift,
+            expm1,
+            solver,
+            bound,
+            smallest,
+            panels.frobenius_norm if float32 else None,
+            bound64,
+        )
+    # A full n×n matrix: the dense solver, callable and precomputed kernels, sparse data.
+    exponent = 0  # K is stored as K·2^-exponent (exactly), see _power_of_two_exponent
+    if sparse:
+        K = sparse_kernel(spec, X)  # from the sparse rows: X is never densified
+        check_kernel_values(spec, _stats_of(K))
+    elif spec.is_named:
         evaluator = KernelEvaluator(spec, X, centred=True)
         shift, expm1 = evaluator.shift, evaluator.expm1
         K, stats = build_kernel_dense(
@@ -187,8 +232,10 @@ def _eigenpairs(
         check_kernel_values(spec, stats)
     else:
         K = kernel_matrix(spec.function, X) if spec.name == "callable" else X.copy()
-        _check_symmetric(K, spec)
-        check_kernel_values(spec, _stats_of(K))
+        _check_symmetric(K, spec, input_eps)
+        exponent = _power_of_two_exponent(_stats_of(K).max_abs)
+        if exponent:
+            K = np.ldexp(K, -exponent, out=K)
         symmetrize_inplace(K)
     frobenius = float(np.linalg.norm(K))
     col_means = K.mean(axis=0)
@@ -202,30 +249,119 @@ def _eigenpairs(
     else:
         with record_solver_reports() as reports:
             eigenvalues, eigenvectors = top_eigh_operator(
-                K_c.__matmul__, n, k, _first_or_auto(eigen_solver, solver),
-                tol=tol, max_iter=max_iter,
+                K_c.__matmul__,
+                n,
+                k,
+                _first_or_auto(eigen_solver, solver),
+                tol=tol,
+                max_iter=max_iter,
+                **randomized,
             )
         solver = _used(reports, solver)
     smallest = _smallest_eigenvalue(K_c.__matmul__, n, K_c) if keep else None
     bound = _rounding_bound(n, eigenvalues, frobenius, np.dtype(np.float64), solver, tol)
+    if exponent:
+        eigenvalues, col_means, grand_mean, bound, smallest = _scale_back(
+            exponent, eigenvalues, col_means, grand_mean, bound, smallest, spec
+        )
+        frobenius = float(np.ldexp(frobenius, exponent))
+    bound64 = float32_frobenius = None
+    if spec.name == "precomputed" and input_eps > _EPS64:
+        # The caller's float32 entries are themselves rounded: eigenvalues within that
+        # rounding level are not resolved (the same bound as a float32-stored kernel).
+        bound64, float32_frobenius = bound, frobenius
+        bound = max(bound, 2.0**-24 * frobenius)
     return _Eigenpairs(
-        eigenvalues, eigenvectors, col_means, grand_mean, shift, expm1, solver, bound, smallest
+        eigenvalues,
+        eigenvectors,
+        col_means,
+        grand_mean,
+        shift,
+        expm1,
+        solver,
+        bound,
+        smallest,
+        float32_frobenius,
+        bound64,
+        "precomputed",
     )
 
 
-def _check_symmetric(K: NDArray[np.float64], spec: KernelSpec) -> None:
-    asym = float(np.max(np.abs(K - K.T)))
+def _power_of_two_exponent(max_abs: float) -> int:
+    """``e`` such that ``max|K|·2^-e`` is about 1, when ``max|K|`` is far from 1 (else 0).
+
+    The solvers square kernel values (norms, products), which over- or
+    underflows near ``1e±150``; multiplying by a power of two is exact, so a
+    precomputed or callable kernel is solved as ``K·2^-e`` and the eigenvalues
+    multiplied back by ``2^e``.
+    """
+    if max_abs == 0.0 or _SCALE_BELOW <= max_abs <= _SCALE_ABOVE:
+        return 0
+    return int(np.frexp(max_abs)[1])
+
+
+def _scale_back(
+    exponent: int,
+    eigenvalues: NDArray[np.float64],
+    col_means: NDArray[np.float64],
+    grand_mean: float,
+    bound: float,
+    smallest: float | None,
+    spec: KernelSpec,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float, float, float | None]:
+    """Undo :func:`_power_of_two_exponent`'s scaling on everything measured in kernel units."""
+    with np.errstate(over="ignore"):
+        eigenvalues = np.ldexp(eigenvalues, exponent)
+    if not np.all(np.isfinite(eigenvalues)):
+        what = (
+            "precomputed kernel matrix"
+            if spec.name == "precomputed"
+            else "kernel function's values"
+        )
+        raise ValueError(
+            f"the eigenvalues of the {what} overflow float64 (its entries reach 2^{exponent} and "
+            f"an eigenvalue is up to n_samples times that): divide the kernel by a constant "
+            "(kernel PCA's components do not change, the eigenvalues scale with it)."
+        )
+    col_means = np.ldexp(col_means, exponent)
+    grand_mean = float(np.ldexp(grand_mean, exponent))
+    bound = float(np.ldexp(bound, exponent))
+    smallest = None if smallest is None else float(np.ldexp(smallest, exponent))
+    return eigenvalues, col_means, grand_mean, bound, smallest
+
+
+def _symmetry_tolerance(n: int, input_eps: float) -> float:
+    """Relative ``max|K − Kᵀ|`` that rounding explains: ``max(1000·eps, 100·n·eps64)``.
+
+    ``eps`` is that of the caller's dtype (a float32 kernel matrix computed as
+    ``X @ X.T`` in float32 has halves that differ by float32 rounding); the
+    ``100·n·eps64`` term covers float64 sums of ``n`` terms.
+    """
+    return max(1000.0 * input_eps, 100.0 * n * _EPS64)
+
+
+def _check_symmetric(K: NDArray[np.float64], spec: KernelSpec, input_eps: float = _EPS64) -> None:
+    """Refuse a kernel matrix whose halves differ by more than rounding of its dtype explains."""
+    diff = np.abs(K - K.T)
+    asym = float(np.max(diff))
     scale = max(float(np.max(np.abs(K))), np.finfo(np.float64).tiny)
-    if asym > 100.0 * _EPS64 * K.shape[0] * scale:
-        i, j = np.unravel_index(np.argmax(np.abs(K - K.T)), K.shape)
+    rtol = _symmetry_tolerance(K.shape[0], input_eps)
+    if asym > rtol * scale:
+        i, j = (int(v) for v in np.unravel_index(np.argmax(diff), K.shape))
+        dtype = "float32" if input_eps > _EPS64 else "float64"
+        digits = 9 if input_eps > _EPS64 else 17
         what = (
             "the kernel function is not symmetric on this data"
             if spec.name == "callable"
             else "the precomputed kernel matrix X is not symmetric"
         )
         raise ValueError(
-            f"{what} (K[{i},{j}] = {K[i, j]:.6g} but K[{j},{i}] = {K[j, i]:.6g}); a Mercer "
-            "kernel needs k(x, y) = k(y, x). Use kpca_lib.mercer.check_mercer_matrix to diagnose it."
+            f"{what}: K[{i}, {j}] = {K[i, j]:.{digits}g} but K[{j}, {i}] = {K[j, i]:.{digits}g}, "
+            f"a difference of {asym:.3g}, more than rounding of its {dtype} entries explains "
+            f"(tolerance {rtol * scale:.3g} = {rtol:.3g} × max|K| = {rtol:.3g} × {scale:.6g}). "
+            "A kernel needs k(x, y) = k(y, x): check how the matrix was computed "
+            "(kpca_lib.mercer.check_mercer_matrix diagnoses it); if the difference is "
+            "legitimate rounding, pass its symmetric part (K + K.T) / 2."
         )
 
 
@@ -246,9 +382,7 @@ def _rounding_bound(
     return bound
 
 
-def _smallest_eigenvalue(
-    matmat, n: int, K_c: NDArray[np.float64] | None = None
-) -> float | None:
+def _smallest_eigenvalue(matmat, n: int, K_c: NDArray[np.float64] | None = None) -> float | None:
     """Smallest eigenvalue of the whole centred kernel (to report a non-PSD kernel).
 
     Informative only (the requested top eigenpairs do not depend on it): a
@@ -269,18 +403,54 @@ def _smallest_eigenvalue(
     return float(values[0]) if len(values) else None
 
 
-def _check_float32_accuracy(eigenvalues: NDArray, frobenius_norm: float) -> None:
-    """Warn if float32 rounding of K may move the eigenvalues by more than 1e-4 relative."""
+def _check_float32_accuracy(
+    eigenvalues: NDArray,
+    frobenius_norm: float,
+    bound64: float | None,
+    k: int,
+    fate: str,
+    cause: str = "kernel_dtype",
+) -> None:
+    """Warn about every requested component that float32 storage of K does not resolve.
+
+    Two cases, one warning: eigenvalues within float32's rounding level of the
+    kernel (``2^-24·‖K‖_F``) were set to 0 by the classification (float32
+    cannot tell them from 0: they are returned as 0 or dropped, ``fate``), and
+    the resolved ones may move by more than 1e-4 of the smallest of them.
+    ``cause``: ``"kernel_dtype"`` (``kernel_dtype='float32'``) or ``"precomputed"``
+    (the caller's precomputed kernel matrix is float32).
+    """
     bound = 2.0**-24 * frobenius_norm  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F, and ‖P E P‖₂ ≤ ‖E‖₂
     positive = eigenvalues[eigenvalues > 0]  # rounding-level ones are already 0
-    smallest = float(positive.min()) if positive.size else 0.0
+    if not positive.size:
+        return  # nothing resolved at all: fit_exact reports it (naming float32)
+    zeroed = int(np.sum(eigenvalues == 0))
+    smallest = float(positive.min())
+    parts = []
+    if zeroed:
+        float64 = "" if bound64 is None else f", against ±{bound64:.3g} in float64"
+        parts.append(
+            f"{zeroed} of the {k} requested components have eigenvalues within the float32 "
+            f"rounding level of the kernel matrix (±{bound:.3g} = 2⁻²⁴·‖K‖_F{float64}), so "
+            f"float32 storage cannot tell them from 0: they are {fate}"
+        )
     if bound > 1e-4 * smallest:
+        parts.append(
+            f"rounding the kernel matrix may move the eigenvalues by up to {bound:.3g}, more "
+            f"than 1e-4 of the smallest {'resolved' if zeroed else 'requested'} eigenvalue "
+            f"({smallest:.3g})"
+        )
+    if parts:
+        fewer = f", or request at most n_components={positive.size}" if zeroed else ""
+        if cause == "precomputed":
+            what, fix = "the precomputed kernel matrix is float32", "Pass it in float64 (computed"
+            fix += " in float64)"
+        else:
+            what, fix = "kernel_dtype='float32'", "Use kernel_dtype='float64' (twice the memory)"
         warnings.warn(
-            f"kernel_dtype='float32': rounding the kernel matrix may move the eigenvalues by "
-            f"up to {bound:.3g}, more than 1e-4 of the smallest requested eigenvalue "
-            f"({smallest:.3g}); use kernel_dtype='float64' for accurate results.",
+            f"{what}: {'; and '.join(parts)}. {fix} for accurate results{fewer}.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
 
 
@@ -293,9 +463,7 @@ def _significance(max_abs: float) -> float:
     return 1e-5 * max_abs
 
 
-def _classify(
-    pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec
-) -> NDArray[np.float64]:
+def _classify(pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec) -> NDArray[np.float64]:
     """Eigenvalues with rounding noise set to 0; raise or warn for genuinely negative ones."""
     eigenvalues = pairs.eigenvalues
     max_abs = float(np.max(np.abs(eigenvalues))) if eigenvalues.size else 0.0
@@ -344,7 +512,9 @@ def _indefinite_cause(spec: KernelSpec) -> str:
     if spec.name == "precomputed":
         return "the precomputed kernel matrix is not positive semi-definite (not a Mercer kernel)"
     if spec.name == "callable":
-        return "the kernel function is not positive semi-definite on this data (not a Mercer kernel)"
+        return (
+            "the kernel function is not positive semi-definite on this data (not a Mercer kernel)"
+        )
     return (
         f"the {spec.name} kernel should be positive semi-definite, so this is a numerical "
         "problem: scale X or change the kernel parameters"
@@ -361,20 +531,29 @@ def fit_exact(
     max_iter: int | None = None,
     kernel_dtype: object = "float64",
     n_threads: int = 1,
+    remove_zero_eig: bool = False,
+    iterated_power: int | str = "auto",
+    random_state: object = None,
+    input_eps: float = _EPS64,
 ) -> ExactResult:
     """Exact kernel PCA of ``X`` (the Gram matrix itself for ``kernel="precomputed"``).
 
     Parameters
     ----------
     spec : KernelSpec
-    X : ndarray of shape (n, d), or (n, n) for a precomputed kernel
-        Validated data; kept (not copied) as ``X_fit``.
+    X : ndarray of shape (n, d), (n, n) for a precomputed kernel, or scipy.sparse.csr_matrix
+        Validated data; kept (not copied) as ``X_fit``. Sparse data (named
+        kernels only) give a full float64 kernel matrix computed from the
+        sparse rows (:func:`kpca_lib.kernels.sparse_kernel`).
     n_components : int or None
         Number of components (validated); ``None`` keeps every non-zero one.
-    eigen_solver, tol, max_iter, kernel_dtype
+    eigen_solver, tol, max_iter, kernel_dtype, remove_zero_eig, iterated_power, random_state
         As in :class:`~kpca_lib.kernel_pca.KernelPCA` (validated).
     n_threads : int
         Threads that build the kernel matrix.
+    input_eps : float
+        Machine epsilon of the caller's data (``float32``: a precomputed
+        kernel whose halves differ by float32 rounding is symmetric enough).
 
     Returns
     -------
@@ -384,17 +563,38 @@ def fit_exact(
     ------
     ValueError
         For clearly negative requested eigenvalues (a non-Mercer kernel), an
-        overflowing kernel, or zero variance with ``n_components=None``.
+        overflowing kernel, or zero variance with ``n_components=None`` or
+        ``remove_zero_eig=True`` (no component would be left).
     """
     n = X.shape[0]
     k = n if n_components is None else n_components
+    drop = n_components is None or bool(remove_zero_eig)
     pairs = _eigenpairs(
-        spec, X, k, eigen_solver=eigen_solver, tol=tol, max_iter=max_iter,
-        dtype=np.dtype(kernel_dtype), n_threads=n_threads,
+        spec,
+        X,
+        k,
+        eigen_solver=eigen_solver,
+        tol=tol,
+        max_iter=max_iter,
+        dtype=np.dtype(kernel_dtype),
+        n_threads=n_threads,
+        iterated_power=iterated_power,
+        random_state=random_state,
+        input_eps=input_eps,
     )
     eigenvalues = _classify(pairs, k, n, spec)
     if pairs.float32_frobenius is not None:
-        _check_float32_accuracy(eigenvalues, pairs.float32_frobenius)
+        fate = (
+            "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
+        )
+        _check_float32_accuracy(
+            eigenvalues,
+            pairs.float32_frobenius,
+            pairs.rounding_bound64,
+            k,
+            fate,
+            pairs.float32_cause,
+        )
     eigenvectors = pairs.eigenvectors
     if not np.any(eigenvalues > 0):
         if pairs.eigenvalues.max() < -pairs.rounding_bound:
@@ -403,18 +603,33 @@ def fit_exact(
                 f"{n}; the largest is {pairs.eigenvalues.max():.4g}): {_indefinite_cause(spec)}"
             )
         else:
+            if pairs.float32_frobenius is not None and pairs.float32_cause == "precomputed":
+                precision = (
+                    "float32 rounding (the precomputed kernel matrix is float32: it resolves "
+                    f"eigenvalues only down to ±{2.0**-24 * pairs.float32_frobenius:.3g}; pass "
+                    "it in float64)"
+                )
+            elif pairs.float32_frobenius is not None:
+                precision = (
+                    "float32 rounding (kernel_dtype='float32' resolves eigenvalues only down to "
+                    f"±{2.0**-24 * pairs.float32_frobenius:.3g}; use kernel_dtype='float64')"
+                )
+            else:
+                precision = "float64 rounding"
             message = (
                 f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every "
                 f"requested eigenvalue within ±{pairs.rounding_bound:.3g}): every sample is the "
-                "same point in feature space, or the kernel's variation is below float64 "
-                "rounding (e.g. gamma too small or sigma too large for the scale of X)"
+                f"same point in feature space, or the kernel's variation is below {precision} "
+                "(e.g. gamma too small or sigma too large for the scale of X)"
             )
-        if n_components is None:
+        if drop:
+            removed = " (remove_zero_eig=True removes every component)" if n_components else ""
             raise ValueError(
-                f"{message}, so there is no variance to analyse. Check X and the kernel parameters."
+                f"{message}, so there is no variance to analyse{removed}. Check X and the "
+                "kernel parameters."
             )
         warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=4)
-    if n_components is None:
+    if drop:
         keep = eigenvalues > 0
         eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
     alphas = np.zeros_like(eigenvectors)
@@ -442,11 +657,24 @@ def cross_kernel(
     n_threads: int = 1,
     block: int = _TRANSFORM_BLOCK,
 ) -> NDArray[np.float64]:
-    """The (uncentred, as stored at fit) kernel between ``X`` and the training points."""
+    """The (uncentred, as stored at fit) kernel between ``X`` and the training points.
+
+    Fitted on sparse data: from the sparse rows (:func:`~kpca_lib.kernels.sparse_kernel`),
+    ``X`` sparse or dense. Fitted on dense data, a sparse ``X`` (these rows only) is
+    densified, so that the same code as for dense ``X`` gives the same numbers.
+    """
     if spec.name == "precomputed":
         return X
     if spec.name == "callable":
         return kernel_matrix(spec.function, X, result.X_fit)
+    if scipy.sparse.issparse(result.X_fit):
+        K = sparse_kernel(spec, X, result.X_fit)
+        stats = _stats_of(K)
+        if not stats.finite or stats.max_abs > 1e140:
+            check_kernel_values(spec, stats, where="transform")
+        return K
+    if scipy.sparse.issparse(X):
+        X = X.toarray()
     evaluator = KernelEvaluator(
         spec, result.X_fit, shift=result.shift, centred=True, expm1=result.expm1
     )

@@ -24,6 +24,11 @@ __all__ = [
     "check_kernel_dtype",
     "check_tol",
     "check_max_iter",
+    "check_bool",
+    "check_iterated_power",
+    "check_random_state",
+    "check_sparse_array",
+    "output_dtype",
     "KERNEL_DTYPES",
 ]
 
@@ -180,10 +185,7 @@ def check_n_components(n_components: object, max_allowed: int, why: str) -> int:
     int
         The validated number of components.
     """
-    if (
-        isinstance(n_components, bool)
-        or not isinstance(n_components, numbers.Integral)
-    ):
+    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
         raise ValueError(
             f"n_components must be None or an integer between 1 and {max_allowed} "
             f"({why}); got {n_components!r}."
@@ -239,9 +241,15 @@ def check_kernel_dtype(kernel_dtype: object) -> np.dtype:
 
 
 def check_tol(tol: object) -> float | None:
-    """``None`` or a finite tolerance > 0."""
+    """``None`` or a finite tolerance > 0; ``0`` (scikit-learn's default) means ``None``."""
     if tol is None:
         return None
+    if not isinstance(tol, bool) and isinstance(tol, numbers.Real) and tol == 0:
+        return None
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol > 0:
+        raise ValueError(
+            f"tol must be None, 0 (the solver's default) or a finite number > 0; got {tol!r}."
+        )
     return check_positive(tol, "tol")
 
 
@@ -252,3 +260,110 @@ def check_max_iter(max_iter: object) -> int | None:
     if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
         raise ValueError(f"max_iter must be None or a positive integer; got {max_iter!r}.")
     return int(max_iter)
+
+
+def check_bool(value: object, name: str) -> bool:
+    """Return ``value`` as a bool if it is ``True`` or ``False``, else raise ``ValueError``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}.")
+    return bool(value)
+
+
+def check_iterated_power(iterated_power: object) -> int | str:
+    """``"auto"`` or an integer >= 0 (power iterations of the randomized eigensolver)."""
+    if isinstance(iterated_power, str) and iterated_power == "auto":
+        return "auto"
+    if (
+        isinstance(iterated_power, bool)
+        or not isinstance(iterated_power, numbers.Integral)
+        or iterated_power < 0
+    ):
+        raise ValueError(
+            f"iterated_power must be 'auto' or an integer >= 0; got {iterated_power!r}."
+        )
+    return int(iterated_power)
+
+
+def check_random_state(random_state: object) -> object:
+    """Return ``random_state`` if NumPy can seed a generator from it, else raise ``ValueError``.
+
+    Allowed: ``None``, an integer ``>= 0``, a ``numpy.random.RandomState``
+    (scikit-learn's) or a ``numpy.random.Generator``.
+    """
+    ok = random_state is None or isinstance(
+        random_state, (np.random.RandomState, np.random.Generator)
+    )
+    if (
+        not ok
+        and not isinstance(random_state, bool)
+        and isinstance(random_state, numbers.Integral)
+        and random_state >= 0
+    ):
+        ok = True
+    if not ok:
+        raise ValueError(
+            "random_state must be None, an integer >= 0, a numpy.random.RandomState or a "
+            f"numpy.random.Generator; got {random_state!r}."
+        )
+    return random_state
+
+
+def check_sparse_array(X: object, name: str = "X") -> scipy.sparse.csr_matrix:
+    """Return the scipy.sparse matrix ``X`` as a finite float64 CSR matrix, or raise ``ValueError``.
+
+    The sparse counterpart of :func:`check_array`: 2-D, at least one sample
+    and one feature, real and finite stored values. ``X`` is never densified.
+    """
+    if not scipy.sparse.issparse(X):
+        raise ValueError(f"{name} must be a scipy.sparse matrix; got {type(X).__name__}.")
+    if len(X.shape) != 2:
+        raise ValueError(
+            f"{name} must be 2-D with shape (n_samples, n_features); got shape {X.shape}."
+        )
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(
+            f"{name} is empty (shape {X.shape}); at least one sample and one feature are needed."
+        )
+    if np.iscomplexobj(X.data if hasattr(X, "data") else np.zeros(0)):
+        raise ValueError(
+            f"Complex data not supported: {name} has complex values; only real numbers are allowed."
+        )
+    try:
+        csr = scipy.sparse.csr_matrix(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputTypeError(
+            f"{name} must contain real numbers; got a sparse matrix of dtype {X.dtype} ({exc})."
+        ) from exc
+    if not csr.has_canonical_format:
+        csr = csr.copy()  # sum_duplicates works in place: never on the caller's arrays
+        csr.sum_duplicates()
+    if not np.all(np.isfinite(csr.data)):
+        raise ValueError(
+            f"{name} contains NaN or infinity among its stored values; remove or impute those "
+            "values before calling this function."
+        )
+    return csr
+
+
+def output_dtype(*inputs: object) -> np.dtype:
+    """The dtype scikit-learn's transformers give their output: float32 only when every input is.
+
+    Computations run in float64 whatever the input; the result is cast back
+    to float32 when every array-like in ``inputs`` (data, or the data seen at
+    fit) has dtype float32, as ``sklearn.decomposition.KernelPCA`` does.
+    """
+    for X in inputs:
+        dtype = X if isinstance(X, np.dtype) else getattr(X, "dtype", None)
+        if dtype is None:
+            dtypes = getattr(X, "dtypes", None)  # a pandas DataFrame
+            if dtypes is None or len(dtypes) == 0:
+                return np.dtype(np.float64)
+            if not all(np.dtype(getattr(d, "numpy_dtype", d)) == np.float32 for d in dtypes):
+                return np.dtype(np.float64)
+            continue
+        try:
+            if np.dtype(dtype) != np.float32:
+                return np.dtype(np.float64)
+        except TypeError:
+            return np.dtype(np.float64)
+    return np.dtype(np.float32)

@@ -33,10 +33,19 @@ def kpca_projection(
     coef0: float = 1.0,
     n_components: int = 2,
 ) -> NDArray[np.float64]:
-    """Kernel PCA projections of the training points (``KernelPCA(...).fit_transform(X)``)."""
-    return KernelPCA(
-        n_components=n_components, kernel=kernel, sigma=sigma, degree=degree, coef0=coef0
-    ).fit_transform(X)
+    """Kernel PCA projections of the training points (``KernelPCA(...).fit_transform(X)``).
+
+    The lectures' kernels: ``rbf`` is ``exp(−‖x−y‖²/(2σ²))`` and ``poly`` is
+    ``(xᵀy + coef0)^degree`` (``gamma = 1``, not scikit-learn's ``1/n_features``);
+    ``sigma`` is used by ``rbf`` only.
+    """
+    if kernel == "rbf":
+        params = {"sigma": sigma}
+    elif kernel in ("poly", "sigmoid"):
+        params = {"gamma": 1.0, "degree": degree, "coef0": coef0}
+    else:
+        params = {}
+    return KernelPCA(n_components=n_components, kernel=kernel, **params).fit_transform(X)
 
 
 def threshold_accuracy(z: ArrayLike, y: ArrayLike) -> float:
@@ -60,7 +69,9 @@ def threshold_accuracy(z: ArrayLike, y: ArrayLike) -> float:
     z = np.asarray(z, dtype=float).ravel()
     y = np.asarray(y).ravel()
     if z.shape != y.shape or z.size == 0:
-        raise ValueError(f"z and y must be non-empty and of the same length; got {z.shape} and {y.shape}.")
+        raise ValueError(
+            f"z and y must be non-empty and of the same length; got {z.shape} and {y.shape}."
+        )
     if not np.all(np.isfinite(z)):
         raise ValueError("z contains NaN or infinity.")
     classes = np.unique(y)

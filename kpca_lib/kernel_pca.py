@@ -22,6 +22,12 @@ module returning a result object:
 * approximate (:mod:`kpca_lib._approximate`, ``approximation="nystroem"`` or
   ``"rff"``): explicit approximate features ``Φ(x) ∈ R^J`` are computed chunk
   by chunk and linear PCA is run on them, centred (:mod:`kpca_lib.approximation`).
+
+It is a drop-in for ``sklearn.decomposition.KernelPCA``: the same parameters,
+defaults and attributes (plus the lectures' ``sigma`` and this package's
+options), sparse ``X``, float32 in → float32 out, ``eigen_solver="randomized"``
+and ``remove_zero_eig``. ``tests/test_sklearn_kernel_pca_port.py`` runs
+scikit-learn's own tests of ``KernelPCA`` against it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
@@ -37,6 +44,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._approximate import (
     ApproximateResult,
     check_approximation,
+    drop_zero_components,
     fit_approximate,
     transform_approximate,
 )
@@ -45,16 +53,21 @@ from ._eigen import EIGEN_SOLVERS, choose_solver
 from ._exact import ExactResult, NonPSDKernelWarning, fit_exact, transform_exact
 from ._validation import (
     check_array,
+    check_bool,
     check_finite_scalar,
+    check_iterated_power,
     check_kernel_dtype,
     check_max_iter,
     check_n_components,
     check_n_features,
     check_n_jobs,
+    check_random_state,
+    check_sparse_array,
     check_tol,
+    output_dtype,
 )
 from .centering import center_kernel
-from .kernels import KernelFunction, KernelSpec, make_kernel
+from .kernels import KERNELS, KernelFunction, KernelSpec, make_kernel, sparse_kernel
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import _check_feature_names
@@ -80,9 +93,12 @@ _NO_INVERSE = (
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel principal component analysis, exact or approximate.
 
-    The parameters have scikit-learn's names and meaning
-    (``sklearn.decomposition.KernelPCA``), plus the lectures' ``sigma`` and
-    the options of this package (``kernel_dtype``, ``approximation``, ...).
+    A drop-in for ``sklearn.decomposition.KernelPCA``: the same parameters,
+    defaults and meaning, plus the lectures' ``sigma`` and the options of this
+    package (``kernel_dtype``, ``approximation``, ...). ``KernelPCA()`` with no
+    arguments is scikit-learn's: a linear kernel. For the lectures' kernels
+    pass them explicitly: ``kernel="rbf", sigma=σ`` for ``exp(−‖x−y‖²/(2σ²))``
+    and ``kernel="poly", degree=p, gamma=1.0, coef0=1.0`` for ``(xᵀy + 1)^p``.
 
     Parameters
     ----------
@@ -90,24 +106,26 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Number of components, between 1 and ``n_samples`` (and ``n_features``
         for an approximation). ``None`` keeps every component with a non-zero
         eigenvalue.
-    kernel : {"rbf", "poly", "linear", "sigmoid", "cosine", "precomputed"} or callable, default="rbf"
-        ``"rbf"``: ``exp(−‖x−y‖²/(2σ²))``; ``"poly"``: ``(γ xᵀy + coef0)^degree``;
-        ``"linear"``: ``xᵀy``; ``"sigmoid"``: ``tanh(γ xᵀy + coef0)`` (not
-        positive semi-definite in general: not a Mercer kernel);
-        ``"cosine"``: ``xᵀy/(‖x‖‖y‖)`` (0 for a zero row, as scikit-learn);
-        ``"precomputed"``: ``X`` is the ``n×n`` kernel matrix at ``fit`` and
-        the ``m×n`` kernel between new and training points at ``transform``;
-        or any function ``k(x, y) -> float`` of two samples.
+    kernel : {"linear", "poly", "rbf", "sigmoid", "cosine", "precomputed"} or callable, default="linear"
+        ``"linear"``: ``xᵀy``; ``"poly"``: ``(γ xᵀy + coef0)^degree``;
+        ``"rbf"``: ``exp(−γ‖x−y‖²) = exp(−‖x−y‖²/(2σ²))``; ``"sigmoid"``:
+        ``tanh(γ xᵀy + coef0)`` (not positive semi-definite in general: not a
+        Mercer kernel); ``"cosine"``: ``xᵀy/(‖x‖‖y‖)`` (0 for a zero row, as
+        scikit-learn); ``"precomputed"``: ``X`` is the ``n×n`` kernel matrix at
+        ``fit`` and the ``m×n`` kernel between new and training points at
+        ``transform``; or any function ``k(x, y) -> float`` of two samples.
     sigma : float, optional
-        Bandwidth σ of the RBF kernel; ``None`` means 1 (unless ``gamma`` is
-        given). Ignored by the other kernels.
+        Bandwidth σ > 0 of the RBF kernel (the lectures' parameter): given, it
+        sets ``gamma_ = 1/(2σ²)``. Only with ``kernel="rbf"``: with any other
+        kernel it is an error (``KernelPCA(k, sigma=s)`` would otherwise be a
+        linear PCA now that the default kernel is scikit-learn's ``"linear"``).
     gamma : float, optional
-        scikit-learn's name, for its users; give ``sigma`` or ``gamma``, not
-        both. ``rbf``: ``gamma = 1/(2σ²)`` (so ``gamma=0.5`` is σ = 1);
-        ``poly`` and ``sigmoid``: the factor of ``xᵀy``, default 1 (the
-        lectures' ``(xᵀy + 1)^p``; scikit-learn's default is ``1/n_features``);
-        ignored by ``linear``, ``cosine`` and callables. Must be > 0.
-    degree : int, default=2
+        scikit-learn's parameter; give ``sigma`` or ``gamma``, not both.
+        ``rbf``: ``gamma = 1/(2σ²)`` (so ``gamma=0.5`` is σ = 1); ``poly`` and
+        ``sigmoid``: the factor of ``xᵀy``. ``None`` (and no ``sigma``):
+        ``1/n_features``, as scikit-learn. Ignored by ``linear``, ``cosine``
+        and callables. Must be > 0.
+    degree : int, default=3
         Degree ``p`` of the polynomial kernel.
     coef0 : float, default=1.0
         Constant of the polynomial and sigmoid kernels.
@@ -117,9 +135,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Learn the pre-image map (kernel ridge regression from the projections
         back to ``X``, Bakır, Weston & Schölkopf 2004, with the same kernel) so
         that :meth:`inverse_transform` works. Not with ``kernel="precomputed"``.
-    eigen_solver : {"auto", "dense", "lanczos", "arpack"}, default="auto"
+    eigen_solver : {"auto", "dense", "lanczos", "arpack", "randomized"}, default="auto"
         How the top eigenpairs of the centred kernel matrix are computed (exact
-        method only), see :mod:`kpca_lib._eigen`:
+        method only), see :mod:`kpca_lib._eigen`; every result is verified
+        (residuals, orthonormality, no missed eigenvalue) or refused:
 
         * ``"dense"``: LAPACK ``eigh`` of the full float64 matrix, top pairs
           only. O(n³) time and a full n×n matrix: for small ``n`` or many
@@ -127,24 +146,47 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         * ``"lanczos"``: our block Lanczos on the half-stored, implicitly
           centred kernel; stops when every residual ``‖K_c u − θu‖ ≤ tol·‖K_c‖``.
         * ``"arpack"``: scipy's ARPACK ``eigsh`` on the same half-stored matrix.
-        * ``"auto"``: chosen from ``n`` and ``n_components``.
+        * ``"randomized"``: randomized subspace iteration (Halko et al. 2011,
+          :mod:`kpca_lib._randomized`) from a random block (``random_state``),
+          at least ``2·iterated_power + 1`` passes and then until the residuals
+          meet ``tol``, so its result is as accurate as the others'. It
+          returns the largest eigenvalues (scikit-learn's: the largest in
+          magnitude, wrong for an indefinite kernel).
+        * ``"auto"``: chosen from ``n`` and ``n_components`` (``"lanczos"`` or
+          ``"dense"``; never ``"randomized"``).
 
-        Callable and precomputed kernels build the full matrix.
+        Callable and precomputed kernels and sparse ``X`` build the full matrix.
     tol : float, optional
-        Relative residual tolerance of the iterative solvers. ``None``:
-        ``1e-10`` for ``"lanczos"`` with a float64 kernel and 0 (machine
-        precision) for ``"arpack"``. With a float32 kernel ``"lanczos"`` never
-        asks for less than ``10·eps(float32) ≈ 1.2e-6``.
+        Relative residual tolerance of the iterative solvers. ``None`` or 0
+        (scikit-learn's default): ``1e-10`` for ``"lanczos"`` and
+        ``"randomized"`` with a float64 kernel and machine precision for
+        ``"arpack"``. With a float32 kernel ``"lanczos"`` and ``"randomized"``
+        never ask for less than ``10·eps(float32) ≈ 1.2e-6``.
     max_iter : int, optional
-        Maximum number of matrix–vector products of the iterative solvers.
+        Maximum number of matrix–vector products of the iterative solvers
+        (``"randomized"``: default 200 passes over its block).
+    iterated_power : int >= 0 or "auto", default="auto"
+        ``eigen_solver="randomized"`` only: the minimum number of power
+        iterations (scikit-learn's ``"auto"``: 7 if ``n_components < 0.1·n``,
+        else 4).
+    remove_zero_eig : bool, default=False
+        Drop the components whose eigenvalue is 0 (within rounding), so that
+        there may be fewer than ``n_components``; with ``n_components=None``
+        they are always dropped (as scikit-learn). Unlike scikit-learn, a fit
+        that would keep no component at all raises a ``ValueError`` (naming
+        the cause) instead of returning an ``(n, 0)`` array.
     kernel_dtype : {"float64", "float32"}, default="float64"
         Storage precision of the kernel matrix for the iterative solvers with
         a named kernel. ``"float32"`` halves the memory again and speeds up
-        the solver; kernel entries are then rounded to ~6e-8 relative (a
-        :class:`UserWarning` is issued when that may move the eigenvalues by
-        more than 1e-4 of the smallest requested one). A kernel whose values
-        do not fit in float32 is a ``ValueError``. Ignored by ``"dense"``,
-        callable and precomputed kernels.
+        the solver; kernel entries are then rounded to ~6e-8 relative, so
+        eigenvalues below ``2⁻²⁴·‖K‖_F`` cannot be told from 0. A
+        :class:`UserWarning` names every requested component that float32
+        does not resolve: those returned as 0 (or dropped) because their
+        eigenvalue is within that rounding level, and all of them when
+        rounding may move the eigenvalues by more than 1e-4 of the smallest
+        resolved one. A kernel whose values do not fit in float32 is a
+        ``ValueError``. Ignored by ``"dense"``, callable and precomputed
+        kernels and sparse ``X``.
     approximation : {None, "nystroem", "rff"}, default=None
         ``None``: exact kernel PCA. ``"nystroem"``: :class:`~kpca_lib.approximation.NystroemFeatures`
         with ``n_features`` landmarks (any kernel but precomputed); ``"rff"``:
@@ -153,9 +195,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         O(J²) memory: millions of points.
     n_features : int, default=100
         Number ``J`` of approximate features (approximations only).
-    random_state : int, Generator or None
-        Seed of the approximations' landmarks or random frequencies. The exact
-        solvers are always deterministic (fixed start vector).
+    random_state : int, RandomState, Generator or None
+        Seed of the randomized solver's start block and of the approximations'
+        landmarks or random frequencies. The other exact solvers are always
+        deterministic (fixed start vector), and so is ``"randomized"`` with
+        ``None`` (a fixed seed; scikit-learn draws from NumPy's global state).
     copy_X : bool, default=True
         Keep a private copy of the training data in ``X_fit_``; ``False``
         keeps a reference to the caller's array (then changing it afterwards
@@ -180,9 +224,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     eigenvectors_ : ndarray of shape (n_samples, n_components)
         Exact method only. Unit eigenvectors ``β_k``; the largest-magnitude
         entry of each is positive.
-    X_fit_ : ndarray of shape (n_samples, n_features)
-        Exact method only (``transform`` needs every training point); the
-        kernel matrix for ``kernel="precomputed"``.
+    X_fit_ : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_features)
+        Exact method only (``transform`` needs every training point), as
+        float64 (a CSR matrix for sparse ``X``); the kernel matrix for
+        ``kernel="precomputed"``.
     feature_map_ : RandomFourierFeatures or NystroemFeatures
         Approximations only: the fitted feature map ``Φ``.
     components_ : ndarray of shape (n_components, n_features)
@@ -210,6 +255,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     (computed in row blocks), or ``(Φ(X) − feature_mean_) @ components_.T``
     for an approximation; ``fit_transform(X)`` equals ``fit(X).transform(X)``.
 
+    ``X`` may be a ``scipy.sparse`` matrix for the named kernels (exact method):
+    the kernel matrix is computed from the sparse rows (``X`` is never
+    densified; ``X_fit_`` is a CSR matrix) and held as a full float64 matrix.
+    Callable and precomputed kernels and the approximations need dense ``X``
+    (a ``ValueError`` says so).
+
+    Computations run in float64. As in scikit-learn, the output of
+    ``fit_transform``, ``transform`` and ``inverse_transform`` is float32 when
+    its input and the training data are float32, float64 otherwise; the
+    fitted attributes stay float64.
+
+    A precomputed kernel matrix must be symmetric up to the rounding of its
+    dtype (its symmetric part is used); entries of any magnitude (e.g. near
+    ``1e±150``) are accepted: such a kernel is scaled by a power of two inside.
+
     Examples
     --------
     >>> from kpca_lib.datasets import make_moons
@@ -217,7 +277,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     >>> Z = KernelPCA(n_components=2, kernel="rbf", sigma=0.3).fit_transform(X)
     >>> Z.shape
     (100, 2)
-    >>> approx = KernelPCA(2, sigma=0.3, approximation="nystroem", n_features=50, random_state=0)
+    >>> approx = KernelPCA(2, kernel="rbf", sigma=0.3, approximation="nystroem", n_features=50,
+    ...                    random_state=0)
     >>> approx.fit_transform(X).shape
     (100, 2)
     """
@@ -226,20 +287,22 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self,
         n_components: int | None = None,
         *,
-        kernel: str | Callable = "rbf",
+        kernel: str | Callable = "linear",
         sigma: float | None = None,
         gamma: float | None = None,
-        degree: int = 2,
+        degree: int = 3,
         coef0: float = 1.0,
         alpha: float = 1.0,
         fit_inverse_transform: bool = False,
         eigen_solver: str = "auto",
         tol: float | None = None,
         max_iter: int | None = None,
+        iterated_power: int | str = "auto",
+        remove_zero_eig: bool = False,
         kernel_dtype: str = "float64",
         approximation: str | None = None,
         n_features: int = 100,
-        random_state: int | np.random.Generator | None = None,
+        random_state: int | np.random.RandomState | np.random.Generator | None = None,
         copy_X: bool = True,
         n_jobs: int | None = None,
     ) -> None:
@@ -254,6 +317,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
+        self.iterated_power = iterated_power
+        self.remove_zero_eig = remove_zero_eig
         self.kernel_dtype = kernel_dtype
         self.approximation = approximation
         self.n_features = n_features
@@ -262,30 +327,37 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_jobs = n_jobs
 
     # -- parameters --------------------------------------------------------------------
-    def _kernel_spec(self) -> KernelSpec:
-        return make_kernel(
+    def _kernel_spec(self, n_features: int) -> KernelSpec:
+        spec = make_kernel(
             self.kernel,
             sigma=self.sigma,
             gamma=self.gamma,
             degree=self.degree,
             coef0=self.coef0,
             allow_precomputed=True,
+            n_features=n_features,
         )
+        if self.sigma is not None and not (isinstance(self.kernel, str) and self.kernel == "rbf"):
+            raise ValueError(
+                f"sigma={self.sigma!r} is the bandwidth of the RBF kernel, but kernel="
+                f"{self.kernel!r} has none: pass kernel='rbf' with it (KernelPCA's default kernel "
+                "is 'linear', as scikit-learn's), or drop sigma."
+            )
+        return spec
 
-    def _check_params(self, n: int) -> KernelSpec:
-        spec = self._kernel_spec()
+    def _check_params(self, n: int, n_features: int) -> KernelSpec:
+        spec = self._kernel_spec(n_features)
         if self.eigen_solver not in EIGEN_SOLVERS:
             choose_solver(n, 1, self.eigen_solver)  # raises the ValueError
         check_tol(self.tol)
         check_max_iter(self.max_iter)
+        check_iterated_power(self.iterated_power)
+        check_bool(self.remove_zero_eig, "remove_zero_eig")
+        check_random_state(self.random_state)
         check_kernel_dtype(self.kernel_dtype)
         check_n_jobs(self.n_jobs)
-        if not isinstance(self.fit_inverse_transform, (bool, np.bool_)):
-            raise ValueError(
-                f"fit_inverse_transform must be True or False; got {self.fit_inverse_transform!r}."
-            )
-        if not isinstance(self.copy_X, (bool, np.bool_)):
-            raise ValueError(f"copy_X must be True or False; got {self.copy_X!r}.")
+        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
+        check_bool(self.copy_X, "copy_X")
         if self.fit_inverse_transform:
             if spec.name == "precomputed":
                 raise ValueError(
@@ -295,23 +367,50 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 )
             alpha = check_finite_scalar(self.alpha, "alpha")
             if alpha < 0:
-                raise ValueError(f"alpha (the ridge of the pre-image map) must be >= 0; got {alpha!r}.")
+                raise ValueError(
+                    f"alpha (the ridge of the pre-image map) must be >= 0; got {alpha!r}."
+                )
         return spec
 
     # -- fitting -----------------------------------------------------------------------
     def _validate_X(self, X: ArrayLike, *, reset: bool) -> NDArray[np.float64]:
+        """``X`` as float64: a dense array, or a CSR matrix for sparse ``X`` (checked later)."""
         _check_feature_names(self, X, reset=reset)
+        if scipy.sparse.issparse(X):
+            return check_sparse_array(X)
         return check_array(X)
+
+    @staticmethod
+    def _refuse_sparse(spec: KernelSpec, approximation: str | None) -> None:
+        """Sparse ``X`` is for the exact method with a named kernel: say why otherwise."""
+        if spec.name == "precomputed":
+            why, other = "kernel='precomputed' needs the dense kernel matrix", "X.toarray()"
+        elif spec.name == "callable":
+            why = "a callable kernel k(x, y) is evaluated on dense rows"
+            other = f"X.toarray(), or a named kernel ({', '.join(map(repr, KERNELS))})"
+        elif approximation is not None:
+            why = f"approximation={approximation!r} computes dense features of X"
+            other = "X.toarray(), or approximation=None (exact, from the sparse rows)"
+        else:
+            return
+        raise ValueError(
+            f"X is a scipy.sparse matrix, which is supported for the exact method with the "
+            f"named kernels ({', '.join(map(repr, KERNELS))}) only: {why}. Pass {other}."
+        )
 
     def _fit(self, X: ArrayLike, *, project: bool) -> NDArray[np.float64] | None:
         """Fit; return the training projections if ``project`` (or they are needed anyway)."""
         if is_dask_array(X):
             return self._fit_dask(X, project=project)
         X_in = X
+        fit_dtype = output_dtype(X)
         X = self._validate_X(X, reset=True)
+        sparse = scipy.sparse.issparse(X)
         n = X.shape[0]
-        spec = self._check_params(n)
+        spec = self._check_params(n, X.shape[1])
         approximation = check_approximation(self.approximation, spec)
+        if sparse:
+            self._refuse_sparse(spec, approximation)
         n_threads = check_n_jobs(self.n_jobs)
         if spec.name == "precomputed" and X.shape[0] != X.shape[1]:
             raise ValueError(
@@ -328,6 +427,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 n_features=self.n_features,
                 random_state=self.random_state,
                 n_threads=n_threads,
+                remove_zero_eig=bool(self.remove_zero_eig),
             )
             needed = project or self.fit_inverse_transform
             Z = transform_approximate(result, X) if needed else None
@@ -335,7 +435,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         else:
             if self.n_components is not None:
                 check_n_components(self.n_components, n, f"n_samples = {n}")
-            if self.copy_X and (X is X_in or np.may_share_memory(X, np.asarray(X_in))):
+            if self.copy_X and _shares_memory(X, X_in):
                 X = X.copy()  # X_fit_ must not change when the caller edits X
             result = fit_exact(
                 spec,
@@ -346,20 +446,27 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 max_iter=check_max_iter(self.max_iter),
                 kernel_dtype=check_kernel_dtype(self.kernel_dtype),
                 n_threads=n_threads,
+                remove_zero_eig=bool(self.remove_zero_eig),
+                iterated_power=self.iterated_power,
+                random_state=self.random_state,
+                input_eps=float(np.finfo(fit_dtype).eps),
             )
             Z = result.projections()
             self.eigen_solver_ = result.solver
         self._set_fitted(result, spec, n, X.shape[1])
+        self._fit_dtype = fit_dtype
         if self.fit_inverse_transform:
             from .preimage import fit_preimage_map
 
+            target = X.toarray() if sparse else X  # n×d, the size of dual_coef_ anyway
             self._preimage = fit_preimage_map(
-                Z, X, kernel_fn=KernelFunction(spec), alpha=float(self.alpha)
+                Z, target, kernel_fn=KernelFunction(spec), alpha=float(self.alpha)
             )
-        return Z
+        return None if Z is None else Z.astype(fit_dtype, copy=False)
 
-    def _set_fitted(self, result: ApproximateResult | ExactResult, spec: KernelSpec, n: int,
-                    n_features_in: int) -> None:
+    def _set_fitted(
+        self, result: ApproximateResult | ExactResult, spec: KernelSpec, n: int, n_features_in: int
+    ) -> None:
         self._result = result
         self._spec = spec
         self.eigenvalues_ = result.eigenvalues
@@ -373,7 +480,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """Fit on a Dask array (approximations only; :mod:`kpca_lib._dask`)."""
         from ._dask import check_dask_array, fit_approximate_dask, transform_dask
 
-        spec = self._check_params(2)
+        spec = self._check_params(2, int(X.shape[1]))
         approximation = check_approximation(self.approximation, spec)
         if approximation is None:
             raise ValueError(
@@ -397,8 +504,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             n_features=self.n_features,
             random_state=self.random_state,
         )
+        if self.remove_zero_eig:
+            drop_zero_components(result.pca, self.n_components, remove_zero=True)
         self.eigen_solver_ = "features"
         self._set_fitted(result, spec, int(X.shape[0]), int(X.shape[1]))
+        self._fit_dtype = np.dtype(np.float64)
         return transform_dask(result, X) if project else None
 
     def fit(self, X: ArrayLike, y: object = None) -> KernelPCA:
@@ -432,11 +542,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "eigenvalues_")
         if is_dask_array(X):
             return self._transform_dask(X)
+        dtype = output_dtype(X, self._fit_dtype)
         X = self._validate_X(X, reset=False)
         result = self._result
+        if scipy.sparse.issparse(X):
+            self._refuse_sparse(
+                self._spec, self.approximation if isinstance(result, ApproximateResult) else None
+            )
         if isinstance(result, ApproximateResult):
             check_n_features(X, self.n_features_in_, type(self).__name__)
-            return transform_approximate(result, X)
+            return transform_approximate(result, X).astype(dtype, copy=False)
         if self._spec.name == "precomputed" and X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"kernel='precomputed': transform needs the kernel between the new points and "
@@ -444,9 +559,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 f"got shape {X.shape}."
             )
         check_n_features(X, self.n_features_in_, type(self).__name__)
-        return transform_exact(
+        Z = transform_exact(
             self._spec, result, X, n_threads=check_n_jobs(self.n_jobs), block=_TRANSFORM_BLOCK
         )
+        return Z.astype(dtype, copy=False)
 
     def _transform_dask(self, X: object) -> object:
         from ._dask import check_dask_array, transform_dask
@@ -471,13 +587,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "eigenvalues_")
         if self._preimage is None:
             raise NotFittedError(_NO_INVERSE)
+        dtype = output_dtype(X, self._fit_dtype)
         Z = check_array(X, "X")
         if Z.shape[1] != self.n_components_:
             raise ValueError(
                 f"X must have one column per component: got {Z.shape[1]} columns, expected "
                 f"n_components_ = {self.n_components_} (the output of transform)."
             )
-        return self._preimage.predict(Z)
+        return self._preimage.predict(Z).astype(dtype, copy=False)
 
     # -- attributes of one mode --------------------------------------------------------
     def _exact(self, name: str) -> ExactResult:
@@ -485,14 +602,20 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if not isinstance(result, ExactResult):
             raise AttributeError(
                 f"{name} exists after an exact fit only (approximation=None)"
-                + ("" if result is None else f"; this estimator used approximation={self.approximation!r}")
+                + (
+                    ""
+                    if result is None
+                    else f"; this estimator used approximation={self.approximation!r}"
+                )
             )
         return result
 
     def _approximate(self, name: str) -> ApproximateResult:
         result = self.__dict__.get("_result")
         if not isinstance(result, ApproximateResult):
-            raise AttributeError(f"{name} exists after an approximate fit only (approximation='nystroem' or 'rff')")
+            raise AttributeError(
+                f"{name} exists after an approximate fit only (approximation='nystroem' or 'rff')"
+            )
         return result
 
     def _inverse(self, name: str):  # noqa: ANN202 - the preimage module's PreimageMap
@@ -510,7 +633,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return self._exact("eigenvectors_").eigenvectors
 
     @property
-    def X_fit_(self) -> NDArray[np.float64]:
+    def X_fit_(self) -> NDArray[np.float64] | scipy.sparse.csr_matrix:
         return self._exact("X_fit_").X_fit
 
     @property
@@ -549,9 +672,29 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             )
         if self._spec.name == "precomputed":
             return center_kernel(self.X_fit_, copy=True)
+        if scipy.sparse.issparse(self.X_fit_):
+            return center_kernel(sparse_kernel(self._spec, self.X_fit_), copy=False)
         return center_kernel(KernelFunction(self._spec)(self.X_fit_), copy=False)
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        tags.input_tags.sparse = (
+            self.approximation is None and isinstance(self.kernel, str) and self.kernel in KERNELS
+        )
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def _shares_memory(X: object, X_in: object) -> bool:
+    """Whether the validated ``X`` may share memory with the caller's ``X_in``."""
+    if X is X_in:
+        return True
+    if scipy.sparse.issparse(X):
+        if not scipy.sparse.issparse(X_in):
+            return False
+        return any(
+            np.may_share_memory(getattr(X, a), getattr(X_in, a, np.empty(0)))
+            for a in ("data", "indices", "indptr")
+        )
+    return np.may_share_memory(X, np.asarray(X_in))

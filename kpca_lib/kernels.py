@@ -20,11 +20,20 @@ sigmoid    ``tanh(γ xᵀy + coef0)``        ``gamma`` (default 1), ``coef0``
 cosine     ``xᵀy / (‖x‖ ‖y‖)``            (a zero row gives 0, as scikit-learn)
 ========== ============================== =============================================
 
-These are scikit-learn's formulas (``sklearn.metrics.pairwise``), with two
-different defaults: ``gamma=None`` means 1 for ``poly`` and ``sigmoid`` (the
-lectures' ``(xᵀy + 1)^p``; scikit-learn uses ``1/n_features``) and σ = 1 for
-``rbf``. The sigmoid kernel is not positive semi-definite in general (not a
-Mercer kernel).
+These are scikit-learn's formulas (``sklearn.metrics.pairwise``). The kernel
+functions of this module keep the lectures' defaults: ``gamma=None`` means 1
+for ``poly`` and ``sigmoid`` (the lectures' ``(xᵀy + 1)^p``; scikit-learn uses
+``1/n_features``) and σ = 1 for ``rbf``. :class:`~kpca_lib.kernel_pca.KernelPCA`
+has scikit-learn's defaults instead (``gamma=None`` is ``1/n_features``, see
+:func:`make_kernel`'s ``n_features``). The sigmoid kernel is not positive
+semi-definite in general (not a Mercer kernel).
+
+Sparse data
+-----------
+:func:`sparse_kernel` evaluates the named kernels on ``scipy.sparse`` rows
+without densifying them: one sparse product ``A Bᵀ`` and element-wise
+operations on the (dense) result, with the RBF entries that cancellation could
+spoil recomputed from sparse differences ``a − b``.
 
 One code path
 -------------
@@ -44,10 +53,12 @@ removes the constant, and ``expm1`` keeps the digits that ``exp`` rounds away.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
 from ._blocked import KernelStats, symmetrize_inplace
@@ -73,6 +84,7 @@ __all__ = [
     "KernelFunction",
     "kernel_block_function",
     "check_kernel_values",
+    "sparse_kernel",
     "KERNELS",
 ]
 
@@ -170,6 +182,7 @@ def make_kernel(
     degree: int = 2,
     coef0: float = 1.0,
     allow_precomputed: bool = False,
+    n_features: int | None = None,
 ) -> KernelSpec:
     """Validate a kernel name and its parameters into a :class:`KernelSpec`.
 
@@ -179,16 +192,25 @@ def make_kernel(
         A kernel name, or a function ``k(x, y) -> float`` of two samples.
         ``"precomputed"`` only with ``allow_precomputed=True``.
     sigma : float, optional
-        RBF bandwidth σ > 0 (default 1). Ignored by the other kernels.
+        RBF bandwidth σ > 0. Ignored by the other kernels.
     gamma : float, optional
         scikit-learn's ``gamma > 0``: for ``rbf`` it replaces σ
         (``gamma = 1/(2σ²)``); for ``poly`` and ``sigmoid`` it multiplies
-        ``xᵀy`` (default 1). Ignored by ``linear`` and ``cosine``.
+        ``xᵀy``. Ignored by ``linear`` and ``cosine``.
         Give ``sigma`` or ``gamma``, not both.
     degree : int, default=2
         ``poly`` only.
     coef0 : float, default=1.0
         ``poly`` and ``sigmoid`` only.
+    allow_precomputed : bool, default=False
+        Accept ``kernel="precomputed"``.
+    n_features : int, optional
+        Number of features of the data. Given (as
+        :class:`~kpca_lib.kernel_pca.KernelPCA` does), ``gamma=None`` means
+        scikit-learn's ``1/n_features`` for ``rbf`` (unless ``sigma`` is
+        given), ``poly`` and ``sigmoid``. Omitted, ``gamma=None`` means the
+        lectures' defaults: σ = 1 for ``rbf`` and ``gamma = 1`` for ``poly``
+        and ``sigmoid``.
 
     Returns
     -------
@@ -207,6 +229,8 @@ def make_kernel(
             f"give sigma or gamma, not both (got sigma={sigma!r} and gamma={gamma!r}): "
             "gamma = 1/(2σ²) is scikit-learn's name for the same RBF parameter."
         )
+    if sigma is not None:
+        check_positive(sigma, "sigma")  # ignored by the other kernels, but never invalid
     if callable(kernel):
         return KernelSpec("callable", function=kernel)
     names = KERNELS + (("precomputed",) if allow_precomputed else ())
@@ -215,13 +239,28 @@ def make_kernel(
             f"kernel must be one of {', '.join(repr(k) for k in names)} or a callable "
             f"k(x, y) -> float; got {kernel!r}."
         )
+    default_gamma = None
+    if n_features is not None:
+        if (
+            isinstance(n_features, bool)
+            or not isinstance(n_features, numbers.Integral)
+            or (n_features < 1)
+        ):
+            raise ValueError(f"n_features must be a positive integer; got {n_features!r}.")
+        default_gamma = 1.0 / int(n_features)  # scikit-learn's gamma=None
     if kernel == "rbf":
-        resolved = _check_gamma(gamma, "rbf") if gamma is not None else _sigma_to_gamma(
-            1.0 if sigma is None else sigma
-        )
+        if gamma is not None:
+            resolved = _check_gamma(gamma, "rbf")
+        elif sigma is not None or default_gamma is None:
+            resolved = _sigma_to_gamma(1.0 if sigma is None else sigma)
+        else:
+            resolved = default_gamma
         return KernelSpec("rbf", gamma=resolved)
     if kernel in ("poly", "sigmoid"):
-        resolved = 1.0 if gamma is None else _check_gamma(gamma, kernel)
+        if gamma is not None:
+            resolved = _check_gamma(gamma, kernel)
+        else:
+            resolved = 1.0 if default_gamma is None else default_gamma
         coef0 = check_finite_scalar(coef0, "coef0")
         degree = check_degree(degree) if kernel == "poly" else 1
         return KernelSpec(kernel, gamma=resolved, degree=degree, coef0=coef0)
@@ -539,6 +578,141 @@ def evaluate(
     if not stats.finite or stats.max_abs > np.finfo(np.float64).max:
         check_kernel_values(spec, stats, where="evaluation")
     return K
+
+
+# -- sparse data ----------------------------------------------------------------------------
+
+
+def _dense_product(A: object, B: object) -> NDArray[np.float64]:
+    """``A @ B.T`` as a dense float64 array, for ``A`` and ``B`` sparse or dense (not both dense)."""
+    P = A @ B.T if scipy.sparse.issparse(A) else (B @ A.T).T
+    if scipy.sparse.issparse(P):
+        P = P.toarray()
+    return np.ascontiguousarray(np.asarray(P, dtype=np.float64))
+
+
+def _sparse_row_sq(A: object) -> NDArray[np.float64]:
+    if scipy.sparse.issparse(A):
+        with np.errstate(over="ignore"):
+            return np.asarray(A.multiply(A).sum(axis=1), dtype=np.float64).ravel()
+    return _row_norms_sq(np.asarray(A))
+
+
+def _sparse_normalise(A: object) -> object:
+    """Rows divided by their Euclidean norms (zero rows stay zero), without densifying."""
+    if not scipy.sparse.issparse(A):
+        return KernelEvaluator._normalise(np.asarray(A))
+    scale = np.asarray(abs(A).max(axis=1).toarray(), dtype=np.float64).ravel()
+    safe = np.where(scale > 0, scale, 1.0)
+    scaled = scipy.sparse.diags(1.0 / safe) @ A
+    norms = scale * np.sqrt(_sparse_row_sq(scaled))
+    inverse = np.zeros_like(norms)
+    nz = norms > 0
+    inverse[nz] = 1.0 / norms[nz]
+    return scipy.sparse.csr_matrix(scipy.sparse.diags(inverse) @ A)
+
+
+def _rows_csr(A: object, idx: NDArray[np.intp]) -> scipy.sparse.csr_matrix:
+    rows = A[idx]
+    return rows if scipy.sparse.issparse(rows) else scipy.sparse.csr_matrix(rows)
+
+
+def sparse_kernel(spec: KernelSpec, A: object, B: object | None = None) -> NDArray[np.float64]:
+    """``k(A, B)`` (``B = A`` when omitted) for a named kernel, ``A`` or ``B`` scipy.sparse.
+
+    The data are never densified: ``A Bᵀ`` is one sparse product (its
+    result, the kernel matrix, is dense), and the kernel is applied to it
+    element-wise. RBF distances are ``‖a‖² + ‖b‖² − 2aᵀb``; the entries whose
+    cancellation error could exceed ``1e-12`` of the kernel's scale (close
+    pairs far from the origin: sparse data are not shifted by their mean,
+    which would densify them) are recomputed from the sparse differences
+    ``a − b``. With ``B`` omitted the result is exactly symmetric (and the
+    RBF diagonal exactly 1). Overflow is left to the caller to report
+    (:func:`check_kernel_values`).
+
+    Parameters
+    ----------
+    spec : KernelSpec
+        A named kernel (``linear``, ``poly``, ``rbf``, ``sigmoid``, ``cosine``).
+    A : scipy.sparse matrix or ndarray of shape (n_A, n_features)
+        Validated float64 data (:func:`kpca_lib._validation.check_sparse_array`).
+    B : scipy.sparse matrix or ndarray of shape (n_B, n_features), optional
+
+    Returns
+    -------
+    ndarray of shape (n_A, n_B)
+    """
+    if not spec.is_named:
+        raise ValueError(
+            f"sparse data need a named kernel ({', '.join(map(repr, KERNELS))}); got {spec.name!r}."
+        )
+    same = B is None
+    B = A if same else B
+    if A.shape[1] != B.shape[1]:
+        raise ValueError(
+            f"X and Y must have the same number of features; got {A.shape[1]} and {B.shape[1]}."
+        )
+    name = spec.name
+    with np.errstate(over="ignore", invalid="ignore"):
+        if name == "cosine":
+            An = _sparse_normalise(A)
+            K = _dense_product(An, An if same else _sparse_normalise(B))
+        else:
+            K = _dense_product(A, B)
+        if name in ("poly", "sigmoid"):
+            K *= spec.gamma
+            K += spec.coef0
+            if name == "sigmoid":
+                np.tanh(K, out=K)
+            elif spec.degree == 2:
+                np.multiply(K, K, out=K)
+            elif spec.degree > 2:
+                np.power(K, spec.degree, out=K)
+        elif name == "rbf":
+            sq_a = _sparse_row_sq(A)
+            sq_b = sq_a if same else _sparse_row_sq(B)
+            if not (np.all(np.isfinite(sq_a)) and np.all(np.isfinite(sq_b))):
+                raise ValueError(
+                    "X has values too large for squared distances in float64 (a squared row "
+                    "norm overflows); scale X, e.g. with "
+                    "sklearn.preprocessing.MaxAbsScaler (which keeps it sparse), and sigma with it."
+                )
+            K *= -2.0
+            K += sq_a[:, None]
+            K += sq_b[None, :]
+            _refine_sparse(K, A, B, sq_a, sq_b, spec.gamma)
+            np.maximum(K, 0.0, out=K)
+            if same:
+                _symmetrize(K)
+                np.fill_diagonal(K, 0.0)
+            K *= -spec.gamma
+            np.exp(K, out=K)
+            return K
+    if same:
+        _symmetrize(K)
+    return K
+
+
+def _refine_sparse(
+    D: NDArray[np.float64],
+    A: object,
+    B: object,
+    sq_a: NDArray[np.float64],
+    sq_b: NDArray[np.float64],
+    gamma: float,
+) -> None:
+    """Recompute from sparse differences the distances that cancellation may have spoilt."""
+    err = (A.shape[1] + 2) * _EPS * gamma
+    if err * (float(sq_a.max(initial=0.0)) + float(sq_b.max(initial=0.0))) <= _REFINE_TOL:
+        return
+    bound = err * (sq_a[:, None] + sq_b[None, :])
+    with np.errstate(over="ignore", under="ignore"):
+        bound *= np.exp(-gamma * np.maximum(D, 0.0))
+    rows_i, cols_j = np.nonzero(bound > _REFINE_TOL)
+    for s in range(0, rows_i.size, _PAIR_CHUNK):
+        i, j = rows_i[s : s + _PAIR_CHUNK], cols_j[s : s + _PAIR_CHUNK]
+        diff = _rows_csr(A, i) - _rows_csr(B, j)
+        D[i, j] = np.asarray(diff.multiply(diff).sum(axis=1), dtype=np.float64).ravel()
 
 
 # -- the public functions ---------------------------------------------------------------

@@ -114,7 +114,7 @@ def feature_space_reconstruction_error(estimator: KernelPCA, X: ArrayLike) -> ND
     >>> rng = np.random.default_rng(0)
     >>> angle = rng.uniform(0, 2 * np.pi, 200)
     >>> circle = np.column_stack([np.cos(angle), np.sin(angle)])
-    >>> kp = KernelPCA(8, sigma=0.5).fit(circle)
+    >>> kp = KernelPCA(8, kernel="rbf", sigma=0.5).fit(circle)
     >>> on, off = feature_space_reconstruction_error(kp, [[0.0, 1.0], [0.0, 0.0]])
     >>> bool(on < 0.1 < off)
     True

@@ -125,8 +125,8 @@ def test_feature_maps_bad_data(rng):
     [
         RandomFourierFeatures(5, random_state=0),
         NystroemFeatures(1, random_state=0),
-        KernelPCA(1, approximation="nystroem", n_features=1, random_state=0),
-        KernelPCA(2, approximation="rff", n_features=10, random_state=0),
+        KernelPCA(1, approximation="nystroem", n_features=1, random_state=0, kernel="rbf"),
+        KernelPCA(2, approximation="rff", n_features=10, random_state=0, kernel="rbf"),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -154,8 +154,8 @@ def test_feature_pca_is_centred_pca(rng):
 
 def test_nystroem_with_all_points_is_exact_kernel_pca(moons):
     X, _, X_new = moons
-    exact = KernelPCA(4, sigma=0.3, eigen_solver="dense").fit(X)
-    approx = KernelPCA(4, sigma=0.3, approximation="nystroem", n_features=len(X), random_state=0)
+    exact = KernelPCA(4, sigma=0.3, eigen_solver="dense", kernel="rbf").fit(X)
+    approx = KernelPCA(4, sigma=0.3, approximation="nystroem", n_features=len(X), random_state=0, kernel="rbf")
     Z = approx.fit_transform(X)
     np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
     assert_allclose_up_to_sign(Z, exact.transform(X), atol=1e-5)
@@ -174,13 +174,13 @@ def _captured_variance(Z, K_c, eigenvalues):
 )
 def test_approximation_converges_to_exact(moons, method, sizes, best):
     X, _, _ = moons
-    exact = KernelPCA(2, sigma=0.5, eigen_solver="dense").fit(X)
+    exact = KernelPCA(2, sigma=0.5, eigen_solver="dense", kernel="rbf").fit(X)
     K_c = exact.kernel_matrix_c()
     eig_err, captured = [], []
     for J in sizes:
         errs, caps = [], []
         for seed in range(3):
-            kp = KernelPCA(2, sigma=0.5, approximation=method, n_features=J, random_state=seed)
+            kp = KernelPCA(2, sigma=0.5, approximation=method, n_features=J, random_state=seed, kernel="rbf")
             Z = kp.fit_transform(X)
             errs.append(np.max(np.abs(kp.eigenvalues_ - exact.eigenvalues_) / exact.eigenvalues_))
             caps.append(_captured_variance(Z, K_c, exact.eigenvalues_))
@@ -195,7 +195,7 @@ def test_approximation_converges_to_exact(moons, method, sizes, best):
 def test_approximate_fit_transform_equals_transform_and_is_centred(moons):
     X, _, _ = moons
     for method in ("nystroem", "rff"):
-        kp = KernelPCA(3, sigma=0.5, approximation=method, n_features=60, random_state=0)
+        kp = KernelPCA(3, sigma=0.5, approximation=method, n_features=60, random_state=0, kernel="rbf")
         Z = kp.fit_transform(X)
         np.testing.assert_allclose(Z, kp.transform(X), atol=1e-10)
         np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-10)
@@ -210,7 +210,7 @@ def test_approximate_fit_transform_equals_transform_and_is_centred(moons):
 
 def test_chunked_features_equal_one_chunk(moons):
     X, _, _ = moons
-    kp = KernelPCA(2, sigma=0.5, approximation="rff", n_features=50, random_state=0)
+    kp = KernelPCA(2, sigma=0.5, approximation="rff", n_features=50, random_state=0, kernel="rbf")
     Z = kp.fit_transform(X)  # X fits in one chunk
     res = feature_pca(kp.feature_map_._features, X, 2, chunk_rows=37, n_threads=2)
     np.testing.assert_allclose(res.eigenvalues, kp.eigenvalues_, rtol=1e-10)
@@ -220,7 +220,7 @@ def test_chunked_features_equal_one_chunk(moons):
 
 def test_refit_switches_between_exact_and_approximate(moons):
     X, _, X_new = moons
-    kp = KernelPCA(2, sigma=0.5).fit(X)
+    kp = KernelPCA(2, sigma=0.5, kernel="rbf").fit(X)
     kp.set_params(approximation="nystroem", n_features=30, random_state=0).fit(X)
     assert not hasattr(kp, "alphas_") and kp.transform(X_new).shape == (20, 2)
     kp.set_params(approximation=None).fit(X)
@@ -229,11 +229,11 @@ def test_refit_switches_between_exact_and_approximate(moons):
 
 def test_approximation_in_a_pipeline(moons):
     X, y, _ = moons
-    pipe = make_pipeline(KernelPCA(2, approximation="nystroem", n_features=50, random_state=0), LogisticRegression(C=1e4))
+    pipe = make_pipeline(KernelPCA(2, approximation="nystroem", n_features=50, random_state=0, kernel="rbf"), LogisticRegression(C=1e4))
     grid = GridSearchCV(pipe, {"kernelpca__sigma": [0.2, 5.0]}, cv=3).fit(X, y)
     assert grid.best_params_["kernelpca__sigma"] == 0.2
     assert grid.best_score_ > 0.95
-    est = KernelPCA(2, approximation="rff", n_features=30, random_state=0)
+    est = KernelPCA(2, approximation="rff", n_features=30, random_state=0, kernel="rbf")
     assert clone(est).get_params() == est.get_params()
 
 
@@ -260,13 +260,13 @@ def test_n_components_none_keeps_non_zero(rng):
     ],
 )
 def test_bad_approximation_parameters(rng, params, match):
-    params.setdefault("n_components", 2)
+    params = {"n_components": 2, "kernel": "rbf", **params}
     with pytest.raises(ValueError, match=match):
         KernelPCA(**params).fit(rng.normal(size=(10, 2)))
 
 
 def test_approximate_transform_bad_data(rng):
-    kp = KernelPCA(2, approximation="rff", n_features=10, random_state=0).fit(rng.normal(size=(10, 2)))
+    kp = KernelPCA(2, approximation="rff", n_features=10, random_state=0, kernel="rbf").fit(rng.normal(size=(10, 2)))
     with pytest.raises(ValueError, match="2 features"):
         kp.transform(rng.normal(size=(3, 3)))
     with pytest.raises(ValueError, match="NaN"):

@@ -48,6 +48,8 @@ SOLVERS = [
     ("auto", "float32"),
 ]
 KS = [1, 3, 10, 40, None]  # None: k = n
+#: What KernelPCA warns when the centred kernel is zero up to rounding (it then returns zeros).
+ZERO_KERNEL = "the centred kernel matrix is zero up to rounding"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -91,7 +93,7 @@ def _params(X: np.ndarray, kernel: str) -> dict:
     if kernel == "linear":
         return {"kernel": "linear"}
     if kernel == "poly":
-        return {"kernel": "poly", "degree": 2, "coef0": 1.0}
+        return {"kernel": "poly", "degree": 2, "gamma": 1.0, "coef0": 1.0}
     D = np.sqrt(_pairwise_sq(X))
     if kernel == "rbf":
         return {"kernel": "rbf", "sigma": float(np.median(D[D > 0]))}
@@ -126,10 +128,16 @@ def _reference(X: np.ndarray, params: dict) -> tuple[np.ndarray, float, float]:
 
 
 def _tol_eig(dtype: str, lam1: float, frob: float, factor: float, n: int) -> float:
-    return SOLVER_RTOL[dtype] * abs(lam1) + 50.0 * EPS[dtype] * frob * factor + 1e3 * n * EPS["float64"] * abs(lam1)
+    return (
+        SOLVER_RTOL[dtype] * abs(lam1)
+        + 50.0 * EPS[dtype] * frob * factor
+        + 1e3 * n * EPS["float64"] * abs(lam1)
+    )
 
 
-def _check(name: str, w: np.ndarray, U: np.ndarray | None, ref_w: np.ndarray, ref_V: np.ndarray, tol: float) -> bool:
+def _check(
+    name: str, w: np.ndarray, U: np.ndarray | None, ref_w: np.ndarray, ref_V: np.ndarray, tol: float
+) -> bool:
     """Assert eigenvalues and subspace; return whether the subspace was comparable."""
     k = w.shape[0]
     assert np.all(np.isfinite(w)), name
@@ -240,10 +248,14 @@ def test_kernel_pca_matches_reference_and_sklearn(cases, family, kernel):
             assert w.shape == (k,) and U.shape == (n, k), name
             tol = _tol_eig(dtype, ref_w[0], frob, factor, n)
             # kpca_lib sets eigenvalues below 1e-12·λ₁ to exactly 0.
-            compared += _check(name, w, U, np.where(ref_w > 1e-12 * ref_w[0], ref_w, 0.0), ref_V, tol)
+            compared += _check(
+                name, w, U, np.where(ref_w > 1e-12 * ref_w[0], ref_w, 0.0), ref_V, tol
+            )
             if sk is not None and sk.eigenvalues_.shape == (k,):
                 sk_w = sk.eigenvalues_
-                np.testing.assert_allclose(w, sk_w, rtol=0, atol=2 * tol, err_msg=f"{name} vs sklearn")
+                np.testing.assert_allclose(
+                    w, sk_w, rtol=0, atol=2 * tol, err_msg=f"{name} vs sklearn"
+                )
     assert compared >= len(SOLVERS)
 
 
@@ -263,12 +275,45 @@ def test_kernel_pca_offset_family_fit_eigenvalues(cases, kernel):
         factor /= params["sigma"] ** 2
     for solver, dtype in SOLVERS:
         for k in (1, 3, 10):
-            est = _fit(X, params, solver, dtype, k)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                est = _fit(X, params, solver, dtype, k)
+            for w in caught:
+                if ZERO_KERNEL in str(w.message):
+                    # Said, not silent: every eigenvalue (and so every projection) is then 0.
+                    # The polynomial kernel's entries here are ~4e24 and its centred variation
+                    # ~4e12: below float32 rounding; float64 Lanczos says so too, wrongly (see
+                    # test_lanczos_resolves_the_offset_polynomial_kernel).
+                    assert not np.any(est.eigenvalues_), (solver, dtype, k)
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             tol = _tol_eig(dtype, ref_w[0], frob, factor, n)
             np.testing.assert_allclose(
-                est.eigenvalues_, np.where(ref_w[:k] > 1e-12 * ref_w[0], ref_w[:k], 0.0),
-                rtol=0, atol=tol, err_msg=f"offset/{kernel}/{solver}/{dtype}/k={k}",
+                est.eigenvalues_,
+                np.where(ref_w[:k] > 1e-12 * ref_w[0], ref_w[:k], 0.0),
+                rtol=0,
+                atol=tol,
+                err_msg=f"offset/{kernel}/{solver}/{dtype}/k={k}",
             )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "kpca_lib: eigen_solver='lanczos' (what 'auto' picks for n > 200 and n_components ≤ n/10) "
+        "calls this centred kernel zero up to rounding (within ±4.9e15) and returns zeros, where "
+        "the dense and ARPACK solvers resolve its top eigenvalues, 1.113e15 and 6.147e14, to 6 "
+        "digits: its rounding bound is too pessimistic (reported; remove this mark when fixed)"
+    ),
+)
+def test_lanczos_resolves_the_offset_polynomial_kernel(cases):
+    """Far from the origin, (xᵀy)² in float64: Lanczos finds what the dense solver finds."""
+    X, params, _, ref_w, _, _, _ = cases["offset", "poly"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = _fit(X, params, "lanczos", "float64", 2)
+    assert not [str(w.message) for w in caught if ZERO_KERNEL in str(w.message)]
+    np.testing.assert_allclose(est.eigenvalues_, ref_w[:2], rtol=1e-5)
 
 
 def test_kernel_pca_offset_family_tight(cases):
@@ -281,8 +326,14 @@ def test_kernel_pca_offset_family_tight(cases):
             for k in (1, 3):
                 est = _fit(X, params, solver, dtype, k)
                 tol = _tol_eig(dtype, ref_w[0], frob_c, factor, X.shape[0])
-                _check(f"offset/{kernel}/{solver}/{dtype}/k={k}", est.eigenvalues_,
-                       est.eigenvectors_, ref_w, ref_V, tol)
+                _check(
+                    f"offset/{kernel}/{solver}/{dtype}/k={k}",
+                    est.eigenvalues_,
+                    est.eigenvectors_,
+                    ref_w,
+                    ref_V,
+                    tol,
+                )
 
 
 def test_auto_fallbacks_are_recorded(cases):

@@ -64,7 +64,7 @@ def test_rbf_kernel_matches_the_expansion_of_the_reconstruction(rng):
     sigma = 0.8
     K = rbf_kernel(X, sigma=sigma)
     for r in (2, 10, 40):
-        kp = KernelPCA(r, sigma=sigma).fit(X)
+        kp = KernelPCA(r, sigma=sigma, kernel="rbf").fit(X)
         G = expansion_coefficients(kp.alphas_, kp.transform(X_new))
         K_new = rbf_kernel(X_new, X, sigma=sigma)
         expected = 1.0 - 2.0 * np.sum(G * K_new, axis=1) + np.einsum("ij,jk,ik->i", G, K, G)
@@ -81,13 +81,13 @@ def test_more_components_never_increase_the_error(rng):
     X = rng.normal(size=(80, 3))
     X_new = rng.normal(size=(20, 3))
     errors = [
-        feature_space_reconstruction_error(KernelPCA(r, sigma=1.0).fit(X), X_new)
+        feature_space_reconstruction_error(KernelPCA(r, sigma=1.0, kernel="rbf").fit(X), X_new)
         for r in (1, 2, 5, 10, 20, 40)
     ]
     assert all(np.all(a >= b - 1e-12) for a, b in zip(errors, errors[1:], strict=False))
     assert np.all(errors[-1] >= 0.0)
     # with every component, the training points are reconstructed exactly
-    full = KernelPCA(None, sigma=1.0, eigen_solver="dense").fit(X)
+    full = KernelPCA(None, sigma=1.0, eigen_solver="dense", kernel="rbf").fit(X)
     assert np.all(feature_space_reconstruction_error(full, X) < 1e-9)
 
 
@@ -96,7 +96,7 @@ def test_wide_gaussian_keeps_its_digits(rng, sigma):
     """k ≈ 1 − 1e-10: the errors (about 1e-13) must not drown in the rounding of k ≈ 1."""
     X = rng.normal(size=(40, 2))
     X_new = rng.normal(size=(5, 2))
-    kp = KernelPCA(1, sigma=sigma).fit(X)
+    kp = KernelPCA(1, sigma=sigma, kernel="rbf").fit(X)
     # For a very wide Gaussian k = 1 − ‖x − y‖²/(2σ²) + O(‖x − y‖⁴/σ⁴): kernel PCA becomes
     # linear PCA with the linear kernel scaled by 1/σ² (centring removes the constant and the
     # ‖x‖² terms); the O(1/σ⁴) terms add up to about 1e-11 (σ = 1e3) or 1e-19 (σ = 1e5).
@@ -114,7 +114,7 @@ def test_callable_and_cosine_kernels(rng):
     def k(x, y):
         return float(np.exp(-np.sum((x - y) ** 2) / 2.0))
 
-    named = feature_space_reconstruction_error(KernelPCA(4, sigma=1.0).fit(X), X_new)
+    named = feature_space_reconstruction_error(KernelPCA(4, sigma=1.0, kernel="rbf").fit(X), X_new)
     custom = feature_space_reconstruction_error(KernelPCA(4, kernel=k).fit(X), X_new)
     np.testing.assert_allclose(custom, named, rtol=1e-8, atol=1e-12)
     # cosine: the linear kernel of the rows scaled to unit length
@@ -131,7 +131,7 @@ def test_approximations_use_their_feature_map(rng):
     X_new = rng.normal(size=(10, 2))
     for approximation in ("nystroem", "rff"):
         kp = KernelPCA(
-            3, sigma=1.0, approximation=approximation, n_features=40, random_state=0
+            3, sigma=1.0, approximation=approximation, n_features=40, random_state=0, kernel="rbf"
         ).fit(X)
         F_fit = kp.feature_map_.transform(X)
         expected = _explicit_error(F_fit, kp.feature_map_.transform(X_new), 3)
@@ -152,7 +152,7 @@ def test_blocks_give_the_same_result(rng, monkeypatch):
 
 def test_dataframes_are_checked_like_transform(rng):
     X = pd.DataFrame(rng.normal(size=(30, 2)), columns=["a", "b"])
-    kp = KernelPCA(2, sigma=1.0).fit(X)
+    kp = KernelPCA(2, sigma=1.0, kernel="rbf").fit(X)
     with pytest.warns(UserWarning, match="feature names"):  # scikit-learn's, from transform
         plain = feature_space_reconstruction_error(kp, X.to_numpy())
     np.testing.assert_allclose(feature_space_reconstruction_error(kp, X), plain, rtol=1e-12)
@@ -163,7 +163,7 @@ def test_dataframes_are_checked_like_transform(rng):
 def test_errors(rng):
     X = rng.normal(size=(20, 3))
     with pytest.raises(NotFittedError):
-        feature_space_reconstruction_error(KernelPCA(2), X)
+        feature_space_reconstruction_error(KernelPCA(2, kernel="rbf"), X)
     with pytest.raises(ValueError, match="kpca_lib.KernelPCA"):
         feature_space_reconstruction_error(SKKernelPCA(2).fit(X), X)
     with pytest.warns(UserWarning, match="not positive semi-definite"):
@@ -174,4 +174,4 @@ def test_errors(rng):
     with pytest.raises(ValueError, match="precomputed.*k\\(x, x\\)"):
         feature_space_reconstruction_error(KernelPCA(2, kernel="precomputed").fit(K), K)
     with pytest.raises(ValueError, match="3 features|features"):
-        feature_space_reconstruction_error(KernelPCA(2).fit(X), X[:, :2])
+        feature_space_reconstruction_error(KernelPCA(2, kernel="rbf").fit(X), X[:, :2])

@@ -55,7 +55,7 @@ def _blobs(rng, n_per=15, spread=0.05):
         ("rbf", {"sigma": 1.5}, {"gamma": 1 / (2 * 1.5**2)}, _rbf(1.5)),
         (
             "poly",
-            {"degree": 3, "coef0": 1.0},
+            {"degree": 3, "gamma": 1.0, "coef0": 1.0},
             {"degree": 3, "coef0": 1.0, "gamma": 1.0},
             lambda A, B: polynomial_kernel(A, B, degree=3, coef0=1.0),
         ),
@@ -130,7 +130,7 @@ def test_ridge_map_bad_kernels_and_shapes(rng):
 def test_expansion_coefficients_reproduce_the_projection(rng):
     """PΦ − Φ̄ = Σ_i γ_i (Φ(x_i) − Φ̄) has coordinates Z on the components and nothing else."""
     X = rng.normal(size=(40, 3))
-    kp = KernelPCA(5, sigma=1.2).fit(X)
+    kp = KernelPCA(5, sigma=1.2, kernel="rbf").fit(X)
     Z = kp.transform(rng.normal(size=(7, 3)))
     G = expansion_coefficients(kp.alphas_, Z)
     np.testing.assert_allclose(G.sum(axis=1), 1.0, atol=1e-12)
@@ -142,7 +142,7 @@ def test_expansion_coefficients_reproduce_the_projection(rng):
 def test_fixed_point_recovers_a_training_point_with_every_component(rng):
     # With all components PΦ(x_j) = Φ(x_j): the only exact pre-image is x_j itself.
     X, _ = _blobs(rng)
-    kp = KernelPCA(None, sigma=1.0, eigen_solver="dense").fit(X)
+    kp = KernelPCA(None, sigma=1.0, eigen_solver="dense", kernel="rbf").fit(X)
     j = [0, 17, 40]
     start = X[j] + 0.3 * rng.normal(size=(3, 2))
     res = fixed_point_preimage(kp, kp.transform(X[j]), X_init=start, max_iter=500, tol=1e-10)
@@ -153,7 +153,7 @@ def test_fixed_point_recovers_a_training_point_with_every_component(rng):
 
 def test_fixed_point_lands_in_the_cluster_of_a_training_point(rng):
     X, centres = _blobs(rng, spread=0.05)
-    kp = KernelPCA(2, sigma=1.0).fit(X)
+    kp = KernelPCA(2, sigma=1.0, kernel="rbf").fit(X)
     res = fixed_point_preimage(kp, kp.transform(X))
     assert res.converged.all()
     label = np.repeat(np.arange(3), 15)
@@ -172,7 +172,7 @@ def test_fixed_point_lands_in_the_cluster_of_a_training_point(rng):
 
 def test_fixed_point_does_not_underflow_far_from_the_data(rng):
     X, _ = _blobs(rng)
-    kp = KernelPCA(2, sigma=0.5).fit(X)
+    kp = KernelPCA(2, sigma=0.5, kernel="rbf").fit(X)
     Z = kp.transform(X[:4])
     near = fixed_point_preimage(kp, Z)
     # 1000σ away every k(z, x_i) is exp(-2e6) = 0 in floating point: a naive ratio is 0/0.
@@ -183,7 +183,7 @@ def test_fixed_point_does_not_underflow_far_from_the_data(rng):
 
 def test_fixed_point_restarts_when_the_denominator_is_not_positive(rng):
     X, _ = _blobs(rng)
-    kp = KernelPCA(2, sigma=1.0).fit(X)
+    kp = KernelPCA(2, sigma=1.0, kernel="rbf").fit(X)
     Z = 40.0 * kp.transform(X[[0, 20]])  # far outside the data: γ_i of both signs, large
     G = expansion_coefficients(kp.alphas_, Z)
     worst = np.argmin(G, axis=1)  # start on the training point with the most negative γ
@@ -200,7 +200,7 @@ def test_fixed_point_restarts_when_the_denominator_is_not_positive(rng):
 
 def test_fixed_point_reports_non_convergence(rng):
     X, _ = _blobs(rng)
-    kp = KernelPCA(2, sigma=3.0).fit(X)
+    kp = KernelPCA(2, sigma=3.0, kernel="rbf").fit(X)
     Z = kp.transform(X[:3])
     with pytest.warns(ConvergenceWarning, match="did not converge for 3 of 3"):
         res = fixed_point_preimage(kp, Z, X_init=X[:3] + 2.0, max_iter=1, tol=1e-14)
@@ -213,10 +213,10 @@ def test_fixed_point_rejects_other_kernels_and_approximations(rng):
     for kp in (KernelPCA(2, kernel="poly").fit(X), KernelPCA(2, kernel="linear").fit(X)):
         with pytest.raises(ValueError, match="kernel='rbf' only"):
             fixed_point_preimage(kp, kp.transform(X))
-    approx = KernelPCA(2, approximation="nystroem", n_features=10, random_state=0).fit(X)
+    approx = KernelPCA(2, approximation="nystroem", n_features=10, random_state=0, kernel="rbf").fit(X)
     with pytest.raises(ValueError, match="approximation=None"):
         fixed_point_preimage(approx, approx.transform(X))
-    kp = KernelPCA(2).fit(X)
+    kp = KernelPCA(2, kernel="rbf").fit(X)
     with pytest.raises(ValueError, match="3 columns"):
         fixed_point_preimage(kp, np.ones((2, 3)))
     with pytest.raises(ValueError, match="X_init must have shape"):
@@ -245,7 +245,7 @@ def _fitted_rbf(kp, **changes):
 
 def test_fixed_point_extreme_inputs_error_or_stay_finite(rng):
     X, _ = _blobs(rng)
-    kp = KernelPCA(2, sigma=1.0).fit(X)
+    kp = KernelPCA(2, sigma=1.0, kernel="rbf").fit(X)
     huge = fixed_point_preimage(kp, np.array([[1e300, -1e300], [1e300, 1e300]]))
     assert np.all(np.isfinite(huge.X))
     with pytest.raises(ValueError, match="Z is too large"):
@@ -255,7 +255,7 @@ def test_fixed_point_extreme_inputs_error_or_stay_finite(rng):
     # σ = 1e200: a constant kernel, whose pre-image is the γ-weighted mean (Σ γ_i = 1)
     res = fixed_point_preimage(_fitted_rbf(kp, sigma=1e200), np.zeros((2, 2)))
     np.testing.assert_allclose(res.X, np.tile(X.mean(axis=0), (2, 1)), atol=1e-9)
-    far = KernelPCA(2, sigma=1.0).fit(X + 1e6)  # data far from the origin
+    far = KernelPCA(2, sigma=1.0, kernel="rbf").fit(X + 1e6)  # data far from the origin
     res = fixed_point_preimage(far, far.transform(X[:3] + 1e6))
     near = fixed_point_preimage(kp, kp.transform(X[:3]))
     np.testing.assert_allclose(res.X - 1e6, near.X, atol=1e-6)
@@ -278,7 +278,7 @@ def test_rbf_sigma_reads_sigma_or_gamma():
 
 def test_denoise_methods_and_errors(rng):
     X, _ = _blobs(rng)
-    kp = KernelPCA(2, sigma=1.0).fit(X)
+    kp = KernelPCA(2, sigma=1.0, kernel="rbf").fit(X)
     noisy = X[:5] + 0.1 * rng.normal(size=(5, 2))
     fp = denoise(kp, noisy, method="fixed-point")
     np.testing.assert_allclose(
@@ -344,7 +344,7 @@ def _digits_errors_unlimited(noisy_digits, n_components, gamma, alpha, methods):
         eigen_solver="dense",
     ).fit(X_train_noisy)
     errors["sklearn"] = mse(sk.inverse_transform(sk.transform(X_test_noisy)))
-    ours = KernelPCA(n_components, sigma=sigma)
+    ours = KernelPCA(n_components, sigma=sigma, kernel="rbf")
     Z_fit = ours.fit_transform(X_train_noisy)
     if "ridge" in methods:
         m = fit_preimage_map(Z_fit, X_train_noisy, kernel_fn=_rbf(sigma), alpha=alpha)

@@ -59,7 +59,9 @@ def test_kernel_blocks_match_kernel_functions(rng, name, params, full):
     X = rng.normal(size=(37, 3)) + 5.0  # off-centre data: the RBF path centres it
     block = kernel_block_function(name, X, **params)
     K = full(X)
-    np.testing.assert_allclose(block(slice(3, 20), slice(10, 37)), K[3:20, 10:37], rtol=1e-12, atol=1e-12 * np.abs(K).max())
+    np.testing.assert_allclose(
+        block(slice(3, 20), slice(10, 37)), K[3:20, 10:37], rtol=1e-12, atol=1e-12 * np.abs(K).max()
+    )
     diag = block(slice(5, 17), slice(5, 17))
     np.testing.assert_array_equal(diag, diag.T)
     np.testing.assert_allclose(diag, K[5:17, 5:17], rtol=1e-12, atol=1e-12 * np.abs(K).max())
@@ -72,15 +74,25 @@ def test_kernel_blocks_match_kernel_functions(rng, name, params, full):
 def test_panels_store_the_kernel(rng, name, params, full, n_threads):
     X = rng.normal(size=(53, 2))
     K = full(X)
-    P = build_kernel_panels(kernel_block_function(name, X, **params), 53, n_threads=n_threads, panel_rows=8, block_cols=5)
+    P = build_kernel_panels(
+        kernel_block_function(name, X, **params),
+        53,
+        n_threads=n_threads,
+        panel_rows=8,
+        block_cols=5,
+    )
     assert len(P.panels) == 7 and P.panels[-1].shape == (5, 53)
     np.testing.assert_allclose(P.to_dense(), K, rtol=1e-12, atol=1e-12 * np.abs(K).max())
-    np.testing.assert_allclose(P.row_means, K.mean(axis=0), rtol=1e-12, atol=1e-12 * np.abs(K).max())
+    np.testing.assert_allclose(
+        P.row_means, K.mean(axis=0), rtol=1e-12, atol=1e-12 * np.abs(K).max()
+    )
     assert P.grand_mean == pytest.approx(K.mean(), rel=1e-12, abs=1e-12)
     assert P.frobenius_norm == pytest.approx(np.linalg.norm(K), rel=1e-12)
     V = rng.normal(size=(53, 3))
     np.testing.assert_allclose(P.matmat(V), K @ V, rtol=1e-10, atol=1e-10 * np.abs(K @ V).max())
-    np.testing.assert_allclose(P.centered_matmat(V), center_kernel(K) @ V, atol=1e-9 * np.abs(K).max())
+    np.testing.assert_allclose(
+        P.centered_matmat(V), center_kernel(K) @ V, atol=1e-9 * np.abs(K).max()
+    )
     assert P.nbytes < 0.75 * K.nbytes
 
 
@@ -99,7 +111,9 @@ def test_float32_panels_half_the_memory(rng):
 def test_float32_panels_hold_no_subnormals():
     # exp(-d²/(2σ²)) between 1e-45 and 1e-38 would be float32 subnormals (slow arithmetic).
     X = np.linspace(0.0, 1.0, 40)[:, None]
-    P = build_kernel_panels(kernel_block_function("rbf", X, sigma=0.07), 40, dtype=np.float32, panel_rows=8)
+    P = build_kernel_panels(
+        kernel_block_function("rbf", X, sigma=0.07), 40, dtype=np.float32, panel_rows=8
+    )
     K = rbf_kernel(X, sigma=0.07)
     tiny = np.finfo(np.float32).tiny
     assert np.any((K > 0) & (K < tiny))
@@ -188,7 +202,9 @@ def test_lanczos_invariant_subspace_and_rank_deficiency(rng):
 
 def test_lanczos_non_convergence_is_an_error(rng):
     A = _psd_matrix(rng, 300, np.linspace(1, 0.99, 300))
-    with pytest.raises(EigenpairsNotVerifiedError, match=r"(?s)did not converge in 5 products.*max_iter \(now 5\)"):
+    with pytest.raises(
+        EigenpairsNotVerifiedError, match=r"(?s)did not converge in 5 products.*max_iter \(now 5\)"
+    ):
         lanczos_eigh(A.__matmul__, 300, 2, max_iter=5)
     for solver in ("lanczos", "auto"):
         if solver == "auto":  # falls back to the dense solver, which verifies
@@ -218,12 +234,16 @@ def moons():
     return X, X_new
 
 
-@pytest.mark.parametrize("solver", ["lanczos", "arpack", "dense"])
+@pytest.mark.parametrize("solver", ["lanczos", "arpack", "dense", "randomized"])
 @pytest.mark.parametrize(
     "ours_kw, sk_kw",
     [
         ({"kernel": "rbf", "sigma": 0.3}, {"kernel": "rbf", "gamma": 1 / (2 * 0.3**2)}),
-        ({"kernel": "poly", "degree": 3}, {"kernel": "poly", "gamma": 1.0, "coef0": 1.0, "degree": 3}),
+        (
+            {"kernel": "poly", "degree": 3, "gamma": 1.0},
+            {"kernel": "poly", "gamma": 1.0, "coef0": 1.0, "degree": 3},
+        ),
+        ({"kernel": "poly"}, {"kernel": "poly"}),  # scikit-learn's defaults are ours
     ],
 )
 def test_every_solver_matches_sklearn(moons, solver, ours_kw, sk_kw):
@@ -235,16 +255,18 @@ def test_every_solver_matches_sklearn(moons, solver, ours_kw, sk_kw):
     scale = ref.eigenvalues_[0]
     np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
     assert_allclose_up_to_sign(Z, Z_ref, rtol=1e-6, atol=1e-8 * np.sqrt(scale))
-    assert_allclose_up_to_sign(ours.transform(X_new), ref.transform(X_new), rtol=1e-6, atol=1e-8 * np.sqrt(scale))
+    assert_allclose_up_to_sign(
+        ours.transform(X_new), ref.transform(X_new), rtol=1e-6, atol=1e-8 * np.sqrt(scale)
+    )
     np.testing.assert_allclose(ours.transform(X), Z, atol=1e-8 * np.sqrt(scale))
 
 
 def test_auto_uses_lanczos_for_few_components(moons):
     X, _ = moons
-    kp = KernelPCA(3, sigma=0.3).fit(X)
+    kp = KernelPCA(3, kernel="rbf", sigma=0.3).fit(X)
     assert kp.eigen_solver_ == "lanczos"
-    assert KernelPCA(3, sigma=0.3).fit(X[:150]).eigen_solver_ == "dense"
-    dense = KernelPCA(3, sigma=0.3, eigen_solver="dense").fit(X)
+    assert KernelPCA(3, kernel="rbf", sigma=0.3).fit(X[:150]).eigen_solver_ == "dense"
+    dense = KernelPCA(3, kernel="rbf", sigma=0.3, eigen_solver="dense").fit(X)
     np.testing.assert_allclose(kp.eigenvectors_, dense.eigenvectors_, atol=1e-9)
     for col in kp.eigenvectors_.T:
         assert col[np.argmax(np.abs(col))] > 0
@@ -252,9 +274,9 @@ def test_auto_uses_lanczos_for_few_components(moons):
 
 def test_float32_kernel_agrees(moons):
     X, X_new = moons
-    ref = KernelPCA(4, sigma=0.3, eigen_solver="dense").fit(X)
-    for solver in ("lanczos", "arpack"):
-        kp = KernelPCA(4, sigma=0.3, eigen_solver=solver, kernel_dtype="float32")
+    ref = KernelPCA(4, kernel="rbf", sigma=0.3, eigen_solver="dense").fit(X)
+    for solver in ("lanczos", "arpack", "randomized"):
+        kp = KernelPCA(4, kernel="rbf", sigma=0.3, eigen_solver=solver, kernel_dtype="float32")
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             Z = kp.fit_transform(X)
@@ -269,12 +291,14 @@ def test_float32_kernel_warns_when_rounding_matters(rng):
     # A huge constant in the kernel: float32 rounding swamps the centred part.
     X = rng.normal(size=(300, 2))
     with pytest.warns(UserWarning, match="float32"):
-        KernelPCA(2, kernel="poly", degree=1, coef0=1e6, kernel_dtype="float32", eigen_solver="lanczos").fit(X)
+        KernelPCA(
+            2, kernel="poly", degree=1, coef0=1e6, kernel_dtype="float32", eigen_solver="lanczos"
+        ).fit(X)
 
 
 def test_transform_in_blocks(moons, monkeypatch):
     X, X_new = moons
-    kp = KernelPCA(2, sigma=0.3).fit(X)
+    kp = KernelPCA(2, kernel="rbf", sigma=0.3).fit(X)
     Z = kp.transform(X_new)
     monkeypatch.setattr(kernel_pca, "_TRANSFORM_BLOCK", 3 * len(X))  # 3 rows per block
     np.testing.assert_allclose(kp.transform(X_new), Z, rtol=1e-12, atol=1e-12)
@@ -286,12 +310,18 @@ def test_transform_in_blocks(moons, monkeypatch):
         ({"kernel_dtype": "float16"}, "kernel_dtype"),
         ({"kernel_dtype": "int64"}, "kernel_dtype"),
         ({"kernel_dtype": 3}, "kernel_dtype"),
-        ({"tol": 0.0}, "tol"),
         ({"tol": -1e-3}, "tol"),
         ({"tol": "small"}, "tol"),
+        ({"tol": np.nan}, "tol"),
         ({"max_iter": 0}, "max_iter"),
         ({"max_iter": 2.5}, "max_iter"),
-        ({"eigen_solver": "randomized"}, "eigen_solver"),
+        ({"eigen_solver": "lapack"}, "eigen_solver"),
+        ({"eigen_solver": "randomized", "iterated_power": -1}, "iterated_power"),
+        ({"eigen_solver": "randomized", "iterated_power": 2.5}, "iterated_power"),
+        ({"eigen_solver": "randomized", "iterated_power": "many"}, "iterated_power"),
+        ({"eigen_solver": "randomized", "random_state": "seed"}, "random_state"),
+        ({"eigen_solver": "randomized", "random_state": -3}, "random_state"),
+        ({"remove_zero_eig": "yes"}, "remove_zero_eig"),
     ],
 )
 def test_bad_solver_parameters(rng, params, match):
@@ -301,7 +331,7 @@ def test_bad_solver_parameters(rng, params, match):
 
 # -- verification: every failure mode of issue 11 -------------------------------------
 
-ALL_SOLVERS = ["dense", "arpack", "lanczos", "auto"]
+ALL_SOLVERS = ["dense", "arpack", "lanczos", "randomized", "auto"]
 
 
 def _centred_identity(n):
@@ -335,7 +365,9 @@ def test_duplicated_points_keep_every_copy(rng, solver, dtype):
     # 5 distinct points × 100 copies, σ far below their distances: K_c has eigenvalue 100 four times.
     X = np.repeat(rng.normal(size=(5, 2)), 100, axis=0)
     kp = KernelPCA(4, kernel="rbf", sigma=1e-3, eigen_solver=solver, kernel_dtype=dtype).fit(X)
-    np.testing.assert_allclose(kp.eigenvalues_, np.full(4, 100.0), rtol=1e-5 if dtype == "float32" else 1e-9)
+    np.testing.assert_allclose(
+        kp.eigenvalues_, np.full(4, 100.0), rtol=1e-5 if dtype == "float32" else 1e-9
+    )
 
 
 @pytest.mark.parametrize("solver", ALL_SOLVERS)
@@ -411,7 +443,9 @@ def test_dense_falls_back_when_lapack_returns_fewer_pairs(rng, monkeypatch):
 def test_dense_that_never_returns_enough_pairs_is_an_error(rng, monkeypatch):
     A = _psd_matrix(rng, 80, np.arange(80.0))
     _fewer_pairs(monkeypatch, always=True)
-    with pytest.raises(EigenpairsNotVerifiedError, match=r"wrong number of eigenpairs: 4 eigenvalues"):
+    with pytest.raises(
+        EigenpairsNotVerifiedError, match=r"wrong number of eigenpairs: 4 eigenvalues"
+    ):
         top_eigh(A, 5, "dense")
 
 
@@ -434,7 +468,11 @@ def test_auto_falls_back_to_dense_and_explicit_lanczos_raises(rng, monkeypatch):
 
     def garbage(matmat, n, k, **kwargs):  # a Lanczos that returns wrong, unconverged pairs
         Q = np.linalg.qr(rng.normal(size=(n, k)))[0]
-        return np.arange(k, dtype=float), Q, {"converged": True, "why": "", "products": 1, "scale": 1.0, "AU": matmat(Q)}
+        return (
+            np.arange(k, dtype=float),
+            Q,
+            {"converged": True, "why": "", "products": 1, "scale": 1.0, "AU": matmat(Q)},
+        )
 
     monkeypatch.setattr(_eigen, "_block_lanczos", garbage)
     with record_solver_reports() as reports:
@@ -442,7 +480,10 @@ def test_auto_falls_back_to_dense_and_explicit_lanczos_raises(rng, monkeypatch):
     np.testing.assert_allclose(w, np.linspace(10, 0, 400)[:3], rtol=1e-12)
     assert [a.solver for a in reports[0].attempts][-1] == "dense"
     assert not any(a.ok for a in reports[0].attempts[:-1])
-    with pytest.raises(EigenpairsNotVerifiedError, match=r"(?s)eigen_solver='lanczos'.*residual too large.*Fix: eigen_solver='dense'"):
+    with pytest.raises(
+        EigenpairsNotVerifiedError,
+        match=r"(?s)eigen_solver='lanczos'.*residual too large.*Fix: eigen_solver='dense'",
+    ):
         top_eigh(A, 3, "lanczos")
 
 
@@ -453,10 +494,19 @@ def test_verification_detects_each_defect(rng):
     assert good.ok and good.failures == [] and good.deflated_top < w[-1] + 1e-8
     bad = V.copy()
     bad[:, 1] += 1e-6 * bad[:, 0]
-    assert "not orthonormal" in " ".join(verify_eigenpairs(A.__matmul__, 200, 3, w, bad, tol=1e-10).failures)
-    assert "residual too large" in " ".join(verify_eigenpairs(A.__matmul__, 200, 3, w * 1.001, V, tol=1e-10).failures)
-    assert "descending" in " ".join(verify_eigenpairs(A.__matmul__, 200, 3, w[::-1], V[:, ::-1], tol=1e-10).failures)
-    assert "wrong number" in verify_eigenpairs(A.__matmul__, 200, 3, w[:2], V[:, :2], tol=1e-10).failures[0]
+    assert "not orthonormal" in " ".join(
+        verify_eigenpairs(A.__matmul__, 200, 3, w, bad, tol=1e-10).failures
+    )
+    assert "residual too large" in " ".join(
+        verify_eigenpairs(A.__matmul__, 200, 3, w * 1.001, V, tol=1e-10).failures
+    )
+    assert "descending" in " ".join(
+        verify_eigenpairs(A.__matmul__, 200, 3, w[::-1], V[:, ::-1], tol=1e-10).failures
+    )
+    assert (
+        "wrong number"
+        in verify_eigenpairs(A.__matmul__, 200, 3, w[:2], V[:, :2], tol=1e-10).failures[0]
+    )
     # Eigenpairs 1, 2 and 4: exact pairs, but the second copy of 8 was missed.
     w_all, V_all = np.linalg.eigh(A)
     pick = [-1, -2, -4]
@@ -475,8 +525,14 @@ def test_float32_stored_operator_is_verified_at_its_rounding_level(rng):
 
     ref = np.linalg.eigvalsh(A32.astype(np.float64))[::-1][:3]
     for solver in ("lanczos", "arpack"):
-        w, _ = top_eigh_operator(matmat, 400, 3, solver, dtype_eps=float(np.finfo(np.float32).eps),
-                                 matrix_norm=float(np.linalg.norm(A)))
+        w, _ = top_eigh_operator(
+            matmat,
+            400,
+            3,
+            solver,
+            dtype_eps=float(np.finfo(np.float32).eps),
+            matrix_norm=float(np.linalg.norm(A)),
+        )
         np.testing.assert_allclose(w, ref, rtol=1e-5)
 
 
@@ -489,10 +545,15 @@ def test_many_pairs_are_verified_through_probes(rng):
     assert good.ok and good.n_products < 100  # 16 probes and the deflation passes, not A @ U
     off = w.copy()
     off[50] *= 1 + 1e-6
-    assert "‖AU − UΘ‖_F ≈" in verify_eigenpairs(A.__matmul__, 150, 100, off, V, tol=1e-10).failures[0]
+    assert (
+        "‖AU − UΘ‖_F ≈" in verify_eigenpairs(A.__matmul__, 150, 100, off, V, tol=1e-10).failures[0]
+    )
     skew = V.copy()
     skew[:, 70] += 1e-7 * V[:, 3]
-    assert "‖UᵀU − I‖_F (estimated" in verify_eigenpairs(A.__matmul__, 150, 100, w, skew, tol=1e-10).failures[0]
+    assert (
+        "‖UᵀU − I‖_F (estimated"
+        in verify_eigenpairs(A.__matmul__, 150, 100, w, skew, tol=1e-10).failures[0]
+    )
 
 
 @pytest.mark.parametrize("solver", ALL_SOLVERS)
@@ -550,3 +611,124 @@ def test_arpack_error_everywhere_is_a_clear_error(monkeypatch):
     A = np.diag(np.linspace(2.0, 0.0, 150))
     with pytest.raises(_eigen.EigenpairsNotVerifiedError, match="eigen_solver='dense'"):
         _eigen.top_eigh(A, 10, "arpack")
+
+
+# -- the randomized solver (issue 25): scikit-learn's API, verified like the others -------------
+
+
+@pytest.mark.parametrize(
+    "spectrum",
+    [
+        np.r_[[9.0, 7.0, 5.0, 4.0], np.linspace(1.0, 0.0, 196)],  # a gap after the top 4
+        np.r_[[3.0, 3.0, 3.0], np.linspace(2.0, 0.0, 197)],  # a repeated top eigenvalue
+        np.r_[[2.0, 1.0], np.zeros(198)],  # rank 2: the other requested pairs are zeros
+    ],
+)
+@pytest.mark.parametrize("k", [1, 4])
+def test_randomized_matches_dense(rng, spectrum, k):
+    A = _psd_matrix(rng, 200, spectrum)
+    w_ref, V_ref = top_eigh(A, k, "dense")
+    with record_solver_reports() as reports:
+        w, V = top_eigh(A, k, "randomized")
+    assert reports[0].used == "randomized" and reports[0].ok
+    np.testing.assert_allclose(w, w_ref, rtol=1e-10, atol=1e-12 * spectrum.max())
+    np.testing.assert_allclose(V.T @ V, np.eye(k), atol=1e-10)
+    # Whole eigenspaces only: the pairs strictly above the (k+1)-th eigenvalue span a unique space.
+    resolved = w_ref > np.sort(spectrum)[::-1][k] + 1e-6
+    if resolved.any():
+        assert subspace_agreement(V[:, resolved], V_ref[:, resolved]) > 1 - 1e-9
+
+
+def test_randomized_returns_the_largest_not_the_largest_in_magnitude(rng):
+    # scikit-learn's randomized solver picks by magnitude (it refuses this case); ours does not.
+    A = _psd_matrix(rng, 200, np.r_[[5.0, 4.0, 3.0], -np.linspace(8.0, 4.0, 10), np.zeros(187)])
+    with record_solver_reports() as reports:
+        w, _ = top_eigh(A, 3, "randomized")
+    np.testing.assert_allclose(w, [5.0, 4.0, 3.0], rtol=1e-10)
+    assert "shift" in reports[0].attempts[-1].detail
+
+
+@pytest.mark.parametrize("random_state", [0, 7, np.random.RandomState(3), np.random.default_rng(5)])
+def test_randomized_random_state_and_iterated_power(rng, random_state):
+    A = _psd_matrix(rng, 300, np.r_[[9.0, 7.0, 5.0], np.linspace(2.0, 0.0, 297)])
+    ref, _ = top_eigh(A, 3, "dense")
+    for power in (0, 3, "auto"):
+        with record_solver_reports() as reports:
+            w, _ = top_eigh_operator(
+                A.__matmul__, 300, 3, "randomized", iterated_power=power, random_state=random_state
+            )
+        np.testing.assert_allclose(w, ref, rtol=1e-10)
+        passes = int(reports[0].attempts[-1].detail.split(", ")[1].split()[0])
+        minimum = {0: 1, 3: 7, "auto": 15}[power]  # 2·iterated_power + 1; "auto" is 7 here
+        assert passes >= minimum
+    # The same integer seed gives the same pairs.
+    a = top_eigh_operator(A.__matmul__, 300, 3, "randomized", random_state=11)
+    b = top_eigh_operator(A.__matmul__, 300, 3, "randomized", random_state=11)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_randomized_that_cannot_converge_is_refused(rng):
+    # A flat spectrum and a small budget: subspace iteration cannot reach the tolerance.
+    A = _psd_matrix(rng, 300, np.linspace(4.0, 0.0, 300))
+    with pytest.raises(
+        EigenpairsNotVerifiedError,
+        match=r"(?s)eigen_solver='randomized'.*residual too large.*Fix: eigen_solver='dense'",
+    ):
+        top_eigh(A, 3, "randomized", max_iter=60)
+    assert choose_solver(10_000, 3, "auto") != "randomized"
+
+
+def test_randomized_garbage_is_never_returned(rng, monkeypatch):
+    from kpca_lib import _randomized
+
+    A = _psd_matrix(rng, 200, np.linspace(10.0, 0.0, 200))
+
+    def garbage(matmat, n, k, **kwargs):
+        Q = np.linalg.qr(rng.normal(size=(n, k)))[0]
+        info = {
+            "converged": True,
+            "why": "",
+            "products": 1,
+            "passes": 1,
+            "scale": 1.0,
+            "shift": 0.0,
+            "block": k,
+            "AU": matmat(Q),
+        }
+        return np.arange(k, dtype=float), Q, info
+
+    monkeypatch.setattr(_randomized, "randomized_eigh", garbage)
+    with pytest.raises(EigenpairsNotVerifiedError, match=r"(?s)randomized.*residual too large"):
+        top_eigh(A, 3, "randomized")
+
+
+@pytest.mark.parametrize(
+    "ours_kw, sk_kw",
+    [
+        ({"kernel": "rbf", "sigma": 0.3}, {"kernel": "rbf", "gamma": 1 / (2 * 0.3**2)}),
+        ({"kernel": "rbf"}, {"kernel": "rbf"}),
+        ({}, {}),
+    ],
+)
+def test_randomized_kernel_pca_matches_sklearn(moons, ours_kw, sk_kw):
+    X, X_new = moons
+    ours = KernelPCA(4, eigen_solver="randomized", random_state=0, **ours_kw)
+    exact = SKKernelPCA(4, eigen_solver="dense", **sk_kw).fit(X)
+    theirs = SKKernelPCA(4, eigen_solver="randomized", random_state=0, **sk_kw).fit(X)
+    Z = ours.fit_transform(X)
+    assert ours.eigen_solver_ == "randomized"
+    scale = exact.eigenvalues_[0]
+    # Ours is verified to the same accuracy as the exact solvers ...
+    np.testing.assert_allclose(ours.eigenvalues_, exact.eigenvalues_, rtol=1e-9, atol=1e-12 * scale)
+    assert_allclose_up_to_sign(Z, exact.transform(X), atol=1e-7 * np.sqrt(scale))
+    assert_allclose_up_to_sign(
+        ours.transform(X_new), exact.transform(X_new), atol=1e-7 * np.sqrt(scale)
+    )
+    # ... and spans what scikit-learn's randomized solver approximates.
+    nonzero = exact.eigenvalues_ > 1e-9 * scale
+    np.testing.assert_allclose(ours.eigenvalues_[nonzero], theirs.eigenvalues_[nonzero], rtol=1e-4)
+    assert (
+        subspace_agreement(ours.transform(X_new)[:, nonzero], theirs.transform(X_new)[:, nonzero])
+        > 1 - 1e-4
+    )

@@ -1,0 +1,357 @@
+"""kpca_lib.KernelPCA as a drop-in for sklearn.decomposition.KernelPCA (issue 25).
+
+Defaults, ``remove_zero_eig``, sparse ``X``, float32 in → float32 out, precomputed
+kernels (symmetric up to their dtype's rounding, any magnitude) and no silent zeros
+with ``kernel_dtype="float32"``; each compared with scikit-learn where it has the
+feature. The randomized solver is tested in ``test_solvers.py``, scikit-learn's own
+tests in ``test_sklearn_kernel_pca_port.py``.
+"""
+
+import inspect
+import re
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse
+from conftest import assert_allclose_up_to_sign, subspace_agreement
+from sklearn.decomposition import KernelPCA as SKKernelPCA
+from sklearn.metrics import pairwise
+
+from kpca_lib import KernelPCA
+
+
+def _compare(ours, theirs, X_fit, X_new, *, rtol=1e-8):
+    """Fit both, compare eigenvalues and projections (up to sign) of the training and new points."""
+    Z, Z_ref = ours.fit_transform(X_fit), theirs.fit_transform(X_fit)
+    scale = float(theirs.eigenvalues_[0])
+    np.testing.assert_allclose(
+        ours.eigenvalues_, theirs.eigenvalues_, rtol=rtol, atol=1e-10 * scale
+    )
+    atol = 1e-7 * np.sqrt(scale)
+    assert_allclose_up_to_sign(Z, Z_ref, rtol=1e-6, atol=atol)
+    assert_allclose_up_to_sign(ours.transform(X_new), theirs.transform(X_new), rtol=1e-6, atol=atol)
+
+
+# -- 1. defaults ------------------------------------------------------------------------------
+
+
+def test_defaults_are_scikit_learns():
+    ours = inspect.signature(KernelPCA).parameters
+    theirs = inspect.signature(SKKernelPCA).parameters
+    shared = sorted(set(ours) & set(theirs) - {"tol"})
+    assert {"kernel", "gamma", "degree", "coef0", "iterated_power", "remove_zero_eig"} <= set(
+        shared
+    )
+    for name in shared:
+        assert ours[name].default == theirs[name].default, name
+    # scikit-learn's tol=0 ("the solver chooses") is accepted and means our default, None.
+    X = np.random.default_rng(0).normal(size=(30, 4))
+    np.testing.assert_array_equal(
+        KernelPCA(3, tol=0).fit(X).eigenvalues_, KernelPCA(3).fit(X).eigenvalues_
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"kernel": "rbf"},
+        {"kernel": "poly"},
+        {"kernel": "sigmoid"},
+        {"kernel": "cosine"},
+        {"n_components": 3},
+        {"n_components": 3, "kernel": "poly", "coef0": 0.5},
+    ],
+)
+def test_no_arguments_behave_as_scikit_learn(rng, params):
+    X, X_new = rng.normal(size=(60, 5)) * 0.6, rng.normal(size=(7, 5)) * 0.6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the sigmoid kernel is not PSD: ours says so
+        ours = KernelPCA(**params)
+        theirs = SKKernelPCA(eigen_solver="dense", **params)
+        if params.get("kernel") == "sigmoid":  # every component would include negative ones
+            ours.set_params(n_components=4)
+            theirs.set_params(n_components=4)
+        _compare(ours, theirs, X, X_new)
+    if params.get("kernel") in ("rbf", "poly", "sigmoid"):
+        assert ours.gamma_ == theirs.gamma_ == 1 / 5
+
+
+def test_sigma_is_the_rbf_bandwidth_and_an_error_with_any_other_kernel(rng):
+    X = rng.normal(size=(40, 3))
+    rbf = KernelPCA(3, kernel="rbf", sigma=0.7).fit(X)
+    assert rbf.gamma_ == pytest.approx(1 / (2 * 0.7**2)) and rbf.sigma_ == pytest.approx(0.7)
+    # KernelPCA(k, sigma=s) meant the RBF kernel under the old default; now it would be a
+    # linear PCA that ignores s: refused, naming the fix.
+    for kernel in ("linear", "poly", "cosine", "sigmoid", "precomputed", lambda x, y: x @ y):
+        with pytest.raises(ValueError, match="bandwidth of the RBF kernel.*pass kernel='rbf'"):
+            KernelPCA(3, kernel=kernel, sigma=0.7).fit(X @ X.T if kernel == "precomputed" else X)
+    with pytest.raises(ValueError, match="default kernel is 'linear'"):
+        KernelPCA(3, sigma=0.7).fit(X)
+    with pytest.raises(ValueError, match="sigma or gamma, not both"):
+        KernelPCA(kernel="rbf", sigma=1.0, gamma=0.5).fit(X)
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+        KernelPCA(kernel="rbf", sigma=0.0).fit(X)
+
+
+# -- 2. remove_zero_eig ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("solver", ["dense", "arpack", "lanczos", "randomized"])
+def test_remove_zero_eig_matches_scikit_learn(rng, solver):
+    X = rng.normal(size=(250, 3)) @ rng.normal(size=(3, 6))  # rank 3 in 6 dimensions
+    for remove in (False, True):
+        ours = KernelPCA(5, eigen_solver=solver, remove_zero_eig=remove).fit(X)
+        theirs = SKKernelPCA(5, eigen_solver="dense", remove_zero_eig=remove).fit(X)
+        assert ours.transform(X).shape == theirs.transform(X).shape == (250, 3 if remove else 5)
+        np.testing.assert_allclose(ours.eigenvalues_[:3], theirs.eigenvalues_[:3], rtol=1e-9)
+        np.testing.assert_array_equal(ours.eigenvalues_[3:], 0.0)
+
+
+def test_remove_zero_eig_with_an_approximation(rng):
+    X = rng.normal(size=(200, 2))
+    kp = KernelPCA(4, approximation="nystroem", n_features=30, random_state=0)
+    assert kp.fit_transform(X).shape == (200, 4)
+    assert kp.set_params(remove_zero_eig=True).fit_transform(X).shape == (200, 2)
+
+
+# -- 3. sparse X ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["linear", "poly", "rbf", "sigmoid", "cosine"])
+@pytest.mark.parametrize("solver", ["dense", "arpack", "randomized"])
+def test_sparse_matches_scikit_learn(kernel, solver):
+    X = scipy.sparse.random(120, 40, density=0.1, format="csr", random_state=0)
+    X_new = scipy.sparse.random(9, 40, density=0.1, format="csr", random_state=1)
+    params = {"kernel": kernel, "gamma": 0.5} if kernel == "sigmoid" else {"kernel": kernel}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sigmoid: not PSD
+        ours = KernelPCA(3, eigen_solver=solver, random_state=0, **params)
+        _compare(ours, SKKernelPCA(3, eigen_solver="dense", **params), X, X_new)
+        assert scipy.sparse.issparse(ours.X_fit_)
+        # dense and sparse rows give the same projections; so does a dense fit
+        np.testing.assert_allclose(
+            ours.transform(X_new.toarray()), ours.transform(X_new), atol=1e-12
+        )
+        dense = KernelPCA(3, eigen_solver=solver, random_state=0, **params).fit(X.toarray())
+    assert_allclose_up_to_sign(dense.transform(X_new), ours.transform(X_new), atol=1e-8)
+
+
+def test_sparse_is_never_densified(monkeypatch):
+    # 40 points with 3000 features: nothing of that width may become dense.
+    X = scipy.sparse.random(40, 3000, density=0.01, format="csr", random_state=0)
+    X_new = scipy.sparse.random(5, 3000, density=0.01, format="csr", random_state=1)
+    real = {
+        cls: cls.toarray
+        for cls in (scipy.sparse.csr_matrix, scipy.sparse.csc_matrix, scipy.sparse.coo_matrix)
+    }
+
+    def guarded(cls):
+        def toarray(self, *args, **kwargs):
+            assert self.shape[1] != 3000, "X was densified"
+            return real[cls](self, *args, **kwargs)
+
+        return toarray
+
+    for cls in real:
+        monkeypatch.setattr(cls, "toarray", guarded(cls))
+    for kernel in ("linear", "poly", "rbf", "sigmoid", "cosine"):
+        kp = KernelPCA(3, kernel=kernel, gamma=0.01)
+        kp.fit_transform(X)
+        kp.transform(X_new)
+        kp.kernel_matrix_c()
+
+
+def test_sparse_rbf_far_from_the_origin_is_accurate(rng):
+    # Sparse data are not shifted by their mean; close pairs far from 0 are recomputed.
+    X = 1e5 + rng.normal(size=(80, 3))
+    ours = KernelPCA(3, kernel="rbf", sigma=1.0).fit(scipy.sparse.csr_matrix(X))
+    dense = KernelPCA(3, kernel="rbf", sigma=1.0).fit(X)  # shifted, cancellation free
+    np.testing.assert_allclose(ours.eigenvalues_, dense.eigenvalues_, rtol=1e-9)
+
+
+def test_sparse_inverse_transform_matches_the_dense_fit():
+    X = scipy.sparse.random(60, 10, density=0.3, format="csr", random_state=0)
+    sparse = KernelPCA(3, kernel="rbf", fit_inverse_transform=True).fit(X)
+    dense = KernelPCA(3, kernel="rbf", fit_inverse_transform=True).fit(X.toarray())
+    Z = dense.transform(X.toarray())
+    signs = np.sign(np.sum(sparse.transform(X) * Z, axis=0))
+    np.testing.assert_allclose(
+        sparse.inverse_transform(Z * signs), dense.inverse_transform(Z), atol=1e-8
+    )
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"kernel": "precomputed"}, "kernel='precomputed' needs the dense kernel matrix"),
+        ({"kernel": lambda x, y: float(x @ y)}, "callable kernel"),
+        ({"approximation": "nystroem", "n_features": 5}, "approximation='nystroem' computes dense"),
+    ],
+)
+def test_sparse_is_refused_where_it_is_not_meaningful(params, match):
+    X = scipy.sparse.random(20, 20, density=0.3, format="csr", random_state=0)
+    with pytest.raises(ValueError, match=f"scipy.sparse.*{match}.*X.toarray"):
+        KernelPCA(2, **params).fit(X)
+    kp = KernelPCA(2, **{k: v for k, v in params.items() if k != "kernel"}).fit(X.toarray())
+    if "approximation" in params:
+        with pytest.raises(ValueError, match="scipy.sparse"):
+            kp.transform(X)
+
+
+# -- 4. float32 in, float32 out ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"kernel": "rbf", "fit_inverse_transform": True},
+        {"kernel": "poly", "fit_inverse_transform": True},
+        {"approximation": "nystroem", "n_features": 20, "random_state": 0, "kernel": "rbf"},
+    ],
+)
+@pytest.mark.parametrize("fit_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("new_dtype", [np.float32, np.float64, np.int64])
+def test_output_dtype_follows_scikit_learn(rng, params, fit_dtype, new_dtype):
+    X = rng.normal(size=(40, 4))
+    X_new = (rng.normal(size=(6, 4)) * 3).astype(new_dtype)
+    ours = KernelPCA(3, **params)
+    Z = ours.fit_transform(X.astype(fit_dtype))
+    Z_new = ours.transform(X_new)
+    sk_params = {
+        k: v for k, v in params.items() if k not in ("approximation", "n_features", "random_state")
+    }
+    theirs = SKKernelPCA(3, **sk_params)
+    assert Z.dtype == theirs.fit_transform(X.astype(fit_dtype)).dtype
+    assert Z_new.dtype == theirs.transform(X_new).dtype
+    if params.get("fit_inverse_transform"):
+        assert ours.inverse_transform(Z).dtype == theirs.inverse_transform(Z).dtype
+        assert ours.inverse_transform(Z_new).dtype == theirs.inverse_transform(Z_new).dtype
+    # computed in float64 and rounded once at the end
+    ref = KernelPCA(3, **params).fit(X.astype(fit_dtype).astype(np.float64))
+    np.testing.assert_array_equal(Z_new, ref.transform(X_new).astype(Z_new.dtype))
+    assert ours.eigenvalues_.dtype == np.float64
+
+
+# -- 5. precomputed kernels: symmetry up to the dtype's rounding, any magnitude ----------------
+
+
+def _float32_kernel_with_rounding_asymmetry(rng, n=200):
+    X = rng.normal(size=(n, 20))
+    K = (X @ X.T).astype(np.float32)
+    upper = np.triu_indices(n, 1)
+    K[upper] = np.nextafter(K[upper], np.float32(np.inf))  # the halves differ by one ulp
+    return K
+
+
+def test_precomputed_symmetric_up_to_float32_rounding_is_accepted(rng):
+    K = _float32_kernel_with_rounding_asymmetry(rng)
+    assert np.max(np.abs(K - K.T)) > 0
+    ours = KernelPCA(4, kernel="precomputed").fit(K)
+    sym = 0.5 * (K.astype(np.float64) + K.T.astype(np.float64))
+    ref = SKKernelPCA(4, kernel="precomputed", eigen_solver="dense").fit(sym)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    assert ours.transform(K[:5]).dtype == np.float32  # float32 kernels in, float32 out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_precomputed_asymmetry_is_refused_with_numbers(rng, dtype):
+    X = rng.normal(size=(150, 5))
+    K = (X @ X.T).astype(dtype)
+    K[61, 140] += 1e-3 * np.abs(K).max()  # not rounding: 1e-3 of the largest entry
+    with pytest.raises(ValueError) as info:
+        KernelPCA(2, kernel="precomputed").fit(K)
+    message = str(info.value)
+    shown = re.search(
+        r"K\[(\d+), (\d+)\] = (\S+) but K\[(\d+), (\d+)\] = (\S+), a difference of (\S+), .*"
+        r"\(tolerance (\S+) = ",
+        message,
+    )
+    assert shown, message
+    i, j, a, _, _, b, diff, tolerance = shown.groups()
+    assert {int(i), int(j)} == {61, 140} and float(a) != float(b)  # enough digits to differ
+    assert float(diff) == pytest.approx(abs(float(K[61, 140]) - float(K[140, 61])), rel=1e-2)
+    assert float(diff) > float(tolerance) and str(np.dtype(dtype)) in message
+    assert "(K + K.T) / 2" in message
+
+
+@pytest.mark.parametrize("scale", [1e150, 1e-150, 1e250])
+def test_precomputed_kernels_of_any_magnitude(rng, scale):
+    X, X_new = rng.normal(size=(60, 3)), rng.normal(size=(5, 3))
+    K, K_new = pairwise.rbf_kernel(X, gamma=0.3), pairwise.rbf_kernel(X_new, X, gamma=0.3)
+    ref = KernelPCA(3, kernel="precomputed").fit(K)
+    big = KernelPCA(3, kernel="precomputed").fit(K * scale)
+    np.testing.assert_allclose(big.eigenvalues_, ref.eigenvalues_ * scale, rtol=1e-12)
+    np.testing.assert_allclose(
+        big.transform(K_new * scale),
+        ref.transform(K_new) * np.sqrt(scale),
+        rtol=1e-9,
+        atol=1e-12 * np.sqrt(scale),
+    )
+
+
+def test_precomputed_eigenvalues_that_overflow_name_the_fix(rng):
+    X = rng.normal(size=(60, 3))
+    with pytest.raises(
+        ValueError, match="overflow float64.*divide the kernel by a constant"
+    ) as info:
+        KernelPCA(3, kernel="precomputed").fit(pairwise.linear_kernel(X) * 1e307)
+    assert "StandardScaler" not in str(info.value)
+
+
+# -- 6. no silent zeros with kernel_dtype="float32" -------------------------------------------
+
+
+@pytest.mark.parametrize("coef0", [3e2, 1e3])
+@pytest.mark.parametrize("solver", ["lanczos", "arpack", "randomized"])
+def test_float32_components_below_resolution_are_warned_about(rng, coef0, solver):
+    # (x + c)^4 in one dimension: the centred components shrink like c³, c², c, 1, so float32
+    # storage of the kernel (~c⁴ per entry) resolves only the first ones.
+    X = rng.normal(size=(400, 1))
+    params = {"kernel": "poly", "degree": 4, "gamma": 1.0, "coef0": coef0, "eigen_solver": solver}
+    exact = KernelPCA(4, **params).fit(X)
+    assert np.all(exact.eigenvalues_ > 0)  # float64 resolves all four
+    with pytest.warns(UserWarning, match="kernel_dtype='float32'") as record:
+        kp = KernelPCA(4, kernel_dtype="float32", **params).fit(X)
+    zeros = int(np.sum(kp.eigenvalues_ == 0))
+    assert zeros >= 1
+    message = " ".join(str(w.message) for w in record)
+    assert f"{zeros} of the 4 requested components" in message
+    assert "kernel_dtype='float64'" in message and f"n_components={4 - zeros}" in message
+    with pytest.warns(UserWarning, match="dropped \\(remove_zero_eig=True\\)"):
+        kept = KernelPCA(4, kernel_dtype="float32", remove_zero_eig=True, **params).fit(X)
+    assert kept.n_components_ == 4 - zeros
+
+
+def test_float32_without_zeros_is_silent(rng):
+    X = rng.normal(size=(400, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kp = KernelPCA(
+            3, kernel="rbf", sigma=0.5, eigen_solver="lanczos", kernel_dtype="float32"
+        ).fit(X)
+    ref = KernelPCA(3, kernel="rbf", sigma=0.5).fit(X)
+    np.testing.assert_allclose(kp.eigenvalues_, ref.eigenvalues_, rtol=1e-5)
+    assert subspace_agreement(kp.eigenvectors_, ref.eigenvectors_) > 1 - 1e-6
+
+
+def test_float32_with_nothing_resolved_names_float32(rng):
+    X = rng.normal(size=(300, 2))
+    # xᵀy + c: the centred kernel (eigenvalues ~ n) is c·1e-5 below the stored one (~ n·c).
+    params = {"kernel": "poly", "degree": 1, "gamma": 1.0, "coef0": 1e8, "eigen_solver": "lanczos"}
+    with pytest.warns(UserWarning, match=r"below float32 rounding.*kernel_dtype='float64'"):
+        kp = KernelPCA(2, kernel_dtype="float32", **params).fit(X)
+    np.testing.assert_array_equal(kp.eigenvalues_, 0.0)
+    assert np.all(KernelPCA(2, **params).fit(X).eigenvalues_ > 0)  # float64 resolves them
+
+
+def test_float32_precomputed_kernel_components_below_its_resolution_are_warned_about(rng):
+    X = rng.normal(size=(300, 2)) * [1.0, 1e-4]  # the second direction carries 1e-8 of the variance
+    K = X @ X.T
+    assert np.all(KernelPCA(2, kernel="precomputed").fit(K).eigenvalues_ > 0)
+    with pytest.warns(
+        UserWarning, match=r"precomputed kernel matrix is float32: 1 of the 2 requested"
+    ):
+        kp = KernelPCA(2, kernel="precomputed").fit(K.astype(np.float32))
+    assert kp.eigenvalues_[0] > 0 and kp.eigenvalues_[1] == 0
