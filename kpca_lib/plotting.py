@@ -1,20 +1,31 @@
 """Plotting helpers for the notebooks.
 
-Every function draws on ``ax`` (a new figure's axes when ``ax is None``) and
-returns it; none calls ``plt.show()``. Figures use titles, axis labels and
-legends, with colours readable in JupyterLab's light theme.
+Every ``plot_*`` function draws on ``ax`` (a new figure's axes when ``ax is
+None``) and returns it; none calls ``plt.show()``. Figures use titles, axis
+labels and legends, with colours readable in JupyterLab's light theme.
+
+One style for the course: every lecture calls :func:`use_course_style` in its
+set-up cell (:data:`COURSE_STYLE`; :func:`course_style` applies it to one block
+only), and :func:`distinct_styles` gives curves that can be told apart by
+marker and dash pattern as well as by colour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "COURSE_STYLE",
+    "use_course_style",
+    "course_style",
+    "distinct_styles",
     "plot_points",
     "plot_eigenvalues",
     "plot_images",
@@ -24,6 +35,113 @@ __all__ = [
 ]
 
 CLASS_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+
+#: The course's figure style: Matplotlib ``rcParams`` shared by every lecture.
+#: Readable text at the notebooks' default size, legends with a light frame,
+#: the colour-blind-safe ``tab10`` cycle in a fixed order, and pixel images
+#: drawn as pixels (``nearest``: an 8×8 digit shows its 64 squares, not a blur).
+COURSE_STYLE: dict[str, object] = {
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "font.size": 10.0,
+    "axes.titlesize": "medium",
+    "axes.labelsize": "medium",
+    "figure.titlesize": "large",
+    "legend.fontsize": "small",
+    "legend.framealpha": 0.85,
+    "lines.linewidth": 1.5,
+    "lines.markersize": 5.0,
+    "image.interpolation": "nearest",
+    "axes.prop_cycle": mpl.cycler(color=[f"tab:{c}" for c in (
+        "blue", "orange", "green", "red", "purple", "brown", "pink", "gray", "olive", "cyan"
+    )]),
+}
+
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
+def use_course_style() -> None:
+    """Apply :data:`COURSE_STYLE` to every figure drawn from now on.
+
+    Call it once in the set-up cell of a notebook. It changes Matplotlib's
+    global ``rcParams`` only for the keys of :data:`COURSE_STYLE`; use
+    :func:`course_style` to apply the style to a block of code only.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from kpca_lib.plotting import use_course_style
+    >>> use_course_style()
+    >>> plt.rcParams["image.interpolation"]
+    'nearest'
+    """
+    mpl.rcParams.update(COURSE_STYLE)
+
+
+@contextmanager
+def course_style() -> Iterator[None]:
+    """Context manager: :data:`COURSE_STYLE` inside the ``with`` block only.
+
+    Yields
+    ------
+    None
+        Matplotlib's previous ``rcParams`` are restored on exit, also after an
+        exception.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from kpca_lib.plotting import course_style
+    >>> with course_style():
+    ...     fig, ax = plt.subplots()
+    """
+    with mpl.rc_context(COURSE_STYLE):
+        yield
+
+
+def distinct_styles(n: int) -> list[dict[str, object]]:
+    """Keyword arguments for ``n`` lines that differ in colour, marker and line style.
+
+    Colours alone are not enough to tell several curves apart (shades of one
+    colour map are the classic failure, and a grey-scale print loses them all),
+    so every line also gets its own marker, and consecutive lines their own
+    dash pattern.
+
+    Parameters
+    ----------
+    n : int
+        Number of lines, 1 to 10.
+
+    Returns
+    -------
+    list of dict
+        ``n`` dictionaries with the keys ``color``, ``marker`` and ``linestyle``,
+        to be passed as ``ax.plot(x, y, **style)``; no two share a colour or a
+        marker.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not an integer between 1 and 10.
+
+    Examples
+    --------
+    >>> from kpca_lib.plotting import distinct_styles
+    >>> distinct_styles(2)[1]
+    {'color': 'tab:orange', 'marker': 's', 'linestyle': '--'}
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= len(_MARKERS):
+        raise ValueError(f"n must be an integer between 1 and {len(_MARKERS)}; got {n!r}.")
+    colours = COURSE_STYLE["axes.prop_cycle"].by_key()["color"]
+    return [
+        {"color": colours[i], "marker": _MARKERS[i], "linestyle": _LINESTYLES[i % len(_LINESTYLES)]}
+        for i in range(int(n))
+    ]
 
 
 def _axes(ax: Axes | None, figsize: tuple[float, float] = (5.0, 4.0)) -> Axes:

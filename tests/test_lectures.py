@@ -2,15 +2,19 @@
 cell, no test scaffolding and no widget moved by code.
 
 Numerical claims are asserted inside the lectures themselves and run under nbval; this file
-checks what nbval cannot see.
+checks what nbval cannot see: that no lecture assert compares a float with ``==`` (a lecture
+asserts what a student would accept: inequalities, orders of magnitude), and the exact values the
+lectures quote in their text, pinned here instead.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -97,3 +101,210 @@ def test_claims_are_checked(path):
     code = "\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "code")
     n = len(re.findall(r"^\s*(assert\b|np\.testing\.assert)", code, flags=re.M))
     assert n >= 3, f"{path.name}: only {n} asserts; assert the claims the prose makes"
+
+
+# -- no `==` on floats in a lecture's asserts ------------------------------------------------
+# A lecture asserts what a student would accept as the claim: an inequality, an order of
+# magnitude, np.isclose with a stated tolerance. `==` on a float pins one stored number of one
+# BLAS / scikit-learn version (exact pins of that kind, where useful, live in the tests below).
+#
+# What counts as a float: a float (or complex) literal; a call of round() (with or without
+# digits: rounding a computed number and comparing it is a pin) or float(); a true division
+# `/`; NumPy/math functions that return floats (np.mean, np.sqrt, np.linalg.norm, ...) and the
+# methods .mean(), .std(), .var(); arithmetic, abs(), min() or max() involving any of these; and
+# a name the notebook assigns from such an expression (x = a / b; then `x == 3` is flagged).
+
+_FLOAT_CALLS = {"float", "round"}
+_FLOAT_NUMPY = {
+    "mean", "median", "std", "var", "average", "quantile", "percentile", "sqrt", "exp", "log",
+    "log2", "log10", "sin", "cos", "tan", "arctan2", "hypot", "norm", "cond", "det", "trace",
+}
+_FLOAT_METHODS = {"mean", "std", "var"}
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _float_like(node: ast.AST, names: set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (float, complex))
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.UnaryOp):
+        return _float_like(node.operand, names)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, ast.Div) or _float_like(node.left, names) or _float_like(node.right, names)
+    if isinstance(node, ast.Call):
+        name = _dotted(node.func)
+        if name in _FLOAT_CALLS:
+            return True
+        if name in {"abs", "min", "max"}:
+            return any(_float_like(arg, names) for arg in node.args)
+        if name.split(".")[0] in {"np", "numpy", "math"} and name.split(".")[-1] in _FLOAT_NUMPY:
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _FLOAT_METHODS:
+            return True
+    return False
+
+
+def _code_trees(path: Path) -> list[tuple[int, ast.Module]]:
+    from IPython.core.inputtransformer2 import TransformerManager  # magics -> plain Python
+
+    transform = TransformerManager().transform_cell
+    trees = []
+    for i, cell in enumerate(_cells(path)):
+        if cell["cell_type"] == "code" and _source(cell).strip():
+            trees.append((i, ast.parse(transform(_source(cell)))))
+    return trees
+
+
+def float_equalities(path: Path) -> list[str]:
+    """Every comparison with ``==`` or ``!=`` of a float inside an ``assert`` of ``path``."""
+    trees = _code_trees(path)
+    names: set[str] = set()
+    while True:  # names assigned from float expressions, anywhere in the notebook
+        before = len(names)
+        for _, tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign) and _float_like(node.value, names):
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+                    if node.value is not None and (
+                        _float_like(node.value, names) or isinstance(getattr(node, "op", None), ast.Div)
+                    ):
+                        names.add(node.target.id)
+        if len(names) == before:
+            break
+    found = []
+    for i, tree in trees:
+        for statement in ast.walk(tree):
+            if not isinstance(statement, ast.Assert):
+                continue
+            for node in ast.walk(statement.test):
+                if not isinstance(node, ast.Compare):
+                    continue
+                operands = [node.left, *node.comparators]
+                for op, left, right in zip(node.ops, operands[:-1], operands[1:], strict=True):
+                    if isinstance(op, (ast.Eq, ast.NotEq)) and (
+                        _float_like(left, names) or _float_like(right, names)
+                    ):
+                        found.append(f"cell {i}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
+def test_no_float_equality_in_asserts(path):
+    found = float_equalities(path)
+    assert not found, (
+        f"{path.name}: an assert compares a float with ==; assert a tolerant claim instead "
+        "(an inequality, np.isclose with a stated tolerance) and pin exact values in tests/:\n  "
+        + "\n  ".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ("assert x == 0.91", True),
+        ("assert round(x, 2) == 0.91", True),
+        ("assert round(1000 * a * 8 / 1e9) == 26", True),
+        ("assert a == b == 4.0", True),
+        ("assert np.mean(errors) == m", True),
+        ("y = a / b\nassert y == 3", True),
+        ("assert errors.mean() != 2", True),
+        ("assert abs(x - 0.5) < 0.1", False),
+        ("assert n == 2 and k == 15", False),
+        ("assert (len(a), len(b)) == (1198, 599)", False),
+        ("assert np.isclose(x, 0.91, atol=0.01)", False),
+        ("assert name == 'rbf'", False),
+        ("x = 0.5 == y", False),  # not an assert
+    ],
+)
+def test_float_equality_detector(tmp_path, source, flagged):
+    notebook = {"cells": [{"cell_type": "code", "source": source, "metadata": {}, "outputs": []}]}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    assert bool(float_equalities(path)) is flagged
+
+
+# -- exact values the lectures quote, pinned here (the lectures assert tolerant claims) ----------
+
+
+def _stdout(path: Path) -> str:
+    return "".join(
+        "".join(out["text"]) if isinstance(out["text"], list) else out["text"]
+        for cell in _cells(path) if cell["cell_type"] == "code"
+        for out in cell.get("outputs", []) if out.get("output_type") == "stream"
+    )
+
+
+def _markdown(path: Path) -> str:
+    return " ".join(" ".join(_source(c).split()) for c in _cells(path) if c["cell_type"] == "markdown")
+
+
+def test_lecture_05_kernel_numbers_quoted_in_the_text():
+    from kpca_lib.centering import center_kernel
+    from kpca_lib.datasets import make_circle
+    from kpca_lib.kernels import polynomial_kernel
+
+    X = make_circle(200, center=(1.0, 0.5), radius=1.0, noise=0.05, random_state=0)
+    K = polynomial_kernel(X, degree=2, gamma=1.0, coef0=1.0)
+    mean_part = np.linalg.norm(K - center_kernel(K)) / np.linalg.norm(K)
+    assert K.min() == pytest.approx(0.27, abs=0.005) and K.max() == pytest.approx(34.8, abs=0.05)
+    assert mean_part == pytest.approx(0.91, abs=0.005)
+    text = _markdown(NOTEBOOKS / "05_kernel_pca.ipynb")
+    assert "entries from 0.27 to 34.8" in text and "91 % of that of $K$" in text
+
+
+def test_lecture_07_own_photo_counts():
+    from sklearn.model_selection import train_test_split
+
+    from kpca_lib import PCA
+    from kpca_lib.analysis import reconstruct
+    from kpca_lib.datasets import load_faces
+
+    faces = load_faces()
+    X_train, X_test, y_train, y_test = train_test_split(
+        faces.data, faces.target, test_size=0.2, stratify=faces.target, random_state=0
+    )
+    faces_train, faces_test = X_train[y_train == 1], X_test[y_test == 1]
+    pca = PCA(len(faces_train) - 1, solver="gram").fit(faces_train)
+    own_photo = {}
+    for r in (0, 10, 25, len(faces_train) - 1):
+        recons = reconstruct(pca, faces_test, r)
+        distances = np.linalg.norm(recons[:, None, :] - faces_test[None, :, :], axis=2)
+        own_photo[r] = int(np.sum(distances.argmin(axis=1) == np.arange(len(faces_test))))
+    assert own_photo == {0: 1, 10: 15, 25: 20, 79: 20}
+
+
+def test_lecture_07_detector_counts_quoted_in_the_text():
+    path = NOTEBOOKS / "07_eigenfaces.ipynb"
+    out, text = _stdout(path), _markdown(path)
+    counts = re.search(r"detector, images right of 40: \{1: (\d+), 2: (\d+), 5: (\d+), 10: (\d+), "
+                       r"20: (\d+), 40: (\d+)\}; r = 2 vs r = 10: (\d+) and (\d+) images differ, "
+                       r"McNemar's exact p = ([\d.]+)", out)
+    assert counts, "07 no longer prints the detector's counts"
+    c1, c2, c5, c10, c20, c40, only_2, only_10 = (int(g) for g in counts.groups()[:8])
+    assert (c1, c2, c5, min(c10, c20, c40), max(c10, c20, c40)) == (36, 36, 35, 32, 33)
+    assert (only_2, only_10) == (4, 0) and counts.group(9) == "0.125"
+    for quoted in ("36 of the 40", "32 or 33", "four that $r = 2$ gets right and $r = 10$ gets wrong",
+                   "$2\\cdot(1/2)^4 = 1/8$", "35 of the 40", "15 of the 20"):
+        assert quoted in text, quoted
+    assert "test accuracy 87.5%" in out and "test accuracy 100.0%" in out  # 35 and 40 of 40
+
+
+def test_digits_description_supports_lecture_10():
+    # Lecture 10 says load_digits is the UCI test part, written by 13 people, and block counts.
+    from sklearn.datasets import load_digits
+
+    description = " ".join(load_digits().DESCR.split())
+    assert "30 contributed to the training set and different 13 to the test set" in description
+    assert "copy of the test set of the UCI ML hand-written digits datasets" in description
+    assert "nonoverlapping blocks of 4x4" in description and "range 0..16" in description

@@ -68,3 +68,47 @@ def test_plot_kernel_matrix(rng):
     assert ax.get_title() == "K"
     np.testing.assert_allclose(ax.images[0].get_array(), K @ K.T)
 
+
+
+def test_use_course_style_sets_every_key_and_returns_nothing():
+    with matplotlib.rc_context():  # leave the global style of the test session as it was
+        matplotlib.rcParams["image.interpolation"] = "bilinear"
+        assert plotting.use_course_style() is None
+        for key, value in plotting.COURSE_STYLE.items():
+            assert matplotlib.rcParams[key] == value, key
+        fig, ax = plt.subplots()
+        image = ax.imshow(np.arange(64.0).reshape(8, 8))
+        assert image.get_interpolation() == "nearest"  # 8×8 digits drawn as 64 squares
+
+
+def test_course_style_context_manager_restores_the_previous_style():
+    with matplotlib.rc_context({"image.interpolation": "bilinear", "legend.fontsize": "large"}):
+        with plotting.course_style():
+            assert matplotlib.rcParams["image.interpolation"] == "nearest"
+            assert matplotlib.rcParams["legend.fontsize"] == plotting.COURSE_STYLE["legend.fontsize"]
+        assert matplotlib.rcParams["image.interpolation"] == "bilinear"
+        assert matplotlib.rcParams["legend.fontsize"] == "large"
+        with pytest.raises(RuntimeError), plotting.course_style():
+            raise RuntimeError("restored after an exception too")
+        assert matplotlib.rcParams["image.interpolation"] == "bilinear"
+
+
+def test_course_style_is_public_and_valid():
+    for name in ("COURSE_STYLE", "use_course_style", "course_style", "distinct_styles"):
+        assert name in plotting.__all__
+    assert plotting.use_course_style.__doc__ and plotting.course_style.__doc__
+    matplotlib.RcParams(plotting.COURSE_STYLE)  # every key and value is one Matplotlib accepts
+
+
+def test_distinct_styles_differ_in_colour_marker_and_dashes():
+    styles = plotting.distinct_styles(7)
+    assert len(styles) == 7
+    assert len({s["color"] for s in styles}) == 7 and len({s["marker"] for s in styles}) == 7
+    assert all(a["linestyle"] != b["linestyle"] for a, b in zip(styles[:-1], styles[1:], strict=True))
+    fig, ax = plt.subplots()
+    for i, style in enumerate(styles):
+        ax.plot([0, 1], [i, i], **style, label=f"p = {i + 1}")
+    assert [line.get_marker() for line in ax.lines] == [s["marker"] for s in styles]
+    for bad in (0, 11, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="n must be"):
+            plotting.distinct_styles(bad)
