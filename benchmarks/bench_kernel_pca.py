@@ -1,53 +1,75 @@
-"""Kernel PCA at scale: kpca_lib against scikit-learn, side by side, in one run.
+"""Exact kernel PCA, kpca_lib against scikit-learn, on a quiet machine and on a busy one.
 
 Every fit runs in its own fresh Python process, so that its peak memory
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``: the whole process, interpreter
-and imports included) is measured separately; the parent process only starts
-workers, compares their outputs and writes the report.
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``: the whole process, interpreter,
+imports and data included) is measured separately; the parent process only starts
+workers (and ``stress-ng``), compares their outputs and writes the report.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_kernel_pca.py                 # the full report (~15 min)
-    .venv/bin/python benchmarks/bench_kernel_pca.py --quick         # smoke test, small sizes
-    .venv/bin/python benchmarks/bench_kernel_pca.py --largest 60000:float64 85000:float32
+    .venv/bin/python benchmarks/bench_kernel_pca.py                 # the full grid (~15 min)
+    .venv/bin/python benchmarks/bench_kernel_pca.py --quick         # a small grid (~2 min)
+    .venv/bin/python benchmarks/bench_kernel_pca.py --load quiet    # without stress-ng
+    .venv/bin/python benchmarks/bench_kernel_pca.py --sections approx agreement
 
 The report is printed and written to ``benchmarks/kernel_pca_results.md``
-(``--out`` to change it). Sections:
+(``--out`` to change it; ``--quick`` writes to the temporary folder). Sections:
 
-1. exact kernel PCA, ours (float64 and float32 kernel) vs ``sklearn.decomposition.KernelPCA``
-   (``eigen_solver="auto"``), over ``n``: median wall time of ``fit_transform``, peak
-   memory, and agreement of the projections (smallest cosine of the principal angles
-   between the two column spans) and of the eigenvalues, and the cost of verifying our
-   eigenpairs (time, matrix–vector products);
-2. the largest ``n`` that fits in this machine's memory: a fit of peak memory
-   against ``n²`` extrapolated to ``MemTotal``, plus real runs (``--largest``);
-3. approximate kernel PCA of ``--approx-n`` points with ``J`` features: ours
-   (Nyström, random Fourier features) vs scikit-learn's ``Nystroem``/``RBFSampler``
-   followed by ``PCA``;
-4. agreement of the approximations with exact kernel PCA on a subsample as ``J`` grows.
+``exact`` (the default)
+    RBF kernel PCA of two moons (``make_moons(n, noise=0.05, random_state=0)``,
+    ``kernel="rbf"`` and the same explicit ``gamma`` for both libraries),
+    ``fit_transform``, for every ``n`` of ``--sizes`` and ``k`` of
+    ``--components``: ours (``eigen_solver="auto"``) against
+    ``sklearn.decomposition.KernelPCA`` with ``eigen_solver="arpack"``,
+    ``"randomized"`` and ``"dense"``. Wall time (min, median, max of ``--repeat``
+    runs, all configurations of a point alternating), peak memory, and ours
+    against scikit-learn's *best* solver at that point (smallest median time),
+    including the spread (max/min) of the repeats. Run twice: on the machine as
+    it is ("quiet") and beside ``stress-ng --cpu 4`` ("loaded": four processes that
+    keep the CPUs busy), which this script starts and stops itself (``--load``).
+``approx``
+    approximate kernel PCA of ``--approx-n`` points: ours (Nyström, random
+    Fourier features) against scikit-learn's ``Nystroem``/``RBFSampler`` + ``PCA``.
+``agreement``
+    agreement of the approximations with exact kernel PCA on a subsample as ``J`` grows.
 
-The machine may be shared: times are medians of ``--repeat`` runs, ours and
-scikit-learn's alternating, and the load average is recorded.
+To keep a full run near 15 minutes on 2 cores, scikit-learn's ``"dense"`` solver
+(O(n³) time: minutes at n = 12 000) runs only up to ``--dense-max-n``, and a
+scikit-learn solver whose first run took more than ``--rerun-ratio`` times the
+fastest scikit-learn solver's first run at the same point is not repeated (it
+cannot be the best; its single time is shown).
+
+On Linux with autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``),
+CPU time is first shared between sessions: ``stress-ng`` started in a session of its
+own (``--stress-session own``, the default, like another user's program) then takes
+about one of two CPUs whatever its ``--cpu``; ``--stress-session same`` keeps it in
+the benchmark's session, so that its four workers compete with every thread of the
+fit (a harder case, and a longer run).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import resource
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "kernel_pca_results.md"
-SECTIONS = ("exact", "largest", "approx", "agreement")
+SECTIONS = ("exact", "approx", "agreement")
+SK_SOLVERS = ("arpack", "randomized", "dense")
 #: Extra environment variables of every worker (``--worker-env``), e.g. OPENBLAS_CORETYPE.
 WORKER_ENV: dict[str, str] = {}
 
@@ -66,23 +88,23 @@ def _moons(n: int, seed: int = 0) -> np.ndarray:
 
 
 def _make_estimator(cfg: dict):
-    """The estimator a worker times, from its JSON configuration."""
-    gamma = 1.0 / (2.0 * cfg["sigma"] ** 2)
-    lib, k = cfg["lib"], cfg["k"]
+    """The estimator a worker times, from its JSON configuration (always rbf, explicit gamma)."""
+    gamma, lib, k = cfg["gamma"], cfg["lib"], cfg["k"]
+    params = cfg.get("params", {})
     if lib == "ours":
         from kpca_lib import KernelPCA
 
-        return KernelPCA(k, kernel="rbf", sigma=cfg["sigma"], **cfg.get("params", {}))
+        return KernelPCA(k, kernel="rbf", gamma=gamma, **params)
     if lib == "sklearn":
         from sklearn.decomposition import KernelPCA
 
-        return KernelPCA(k, kernel="rbf", gamma=gamma, **cfg.get("params", {}))
+        return KernelPCA(k, kernel="rbf", gamma=gamma, random_state=0, **params)
     if lib in ("sklearn-nystroem", "sklearn-rbfsampler"):
         from sklearn.decomposition import PCA
         from sklearn.kernel_approximation import Nystroem, RBFSampler
         from sklearn.pipeline import make_pipeline
 
-        J = cfg["params"]["n_features"]
+        J = params["n_features"]
         fmap = (
             Nystroem(kernel="rbf", gamma=gamma, n_components=J, random_state=0)
             if lib == "sklearn-nystroem"
@@ -97,10 +119,9 @@ def worker(cfg: dict) -> dict:
     X = _moons(cfg["n"])
     est = _make_estimator(cfg)
     baseline = _peak_mb()
-    with _solver_reports(cfg["lib"]) as reports:
-        start = time.perf_counter()
-        Z = est.fit_transform(X)
-        seconds = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    Z = est.fit_transform(X)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = _peak_mb()
     np.save(cfg["z_path"], Z)
     eigenvalues = getattr(est, "eigenvalues_", None)
@@ -111,35 +132,11 @@ def worker(cfg: dict) -> dict:
     return {
         "blas": sorted({f"{i['internal_api']} {i.get('architecture')}" for i in threadpool_info()}),
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "peak_mb": peak,
         "baseline_mb": baseline,
         "eigenvalues": [float(v) for v in eigenvalues],
         "solver": getattr(est, "eigen_solver_", None),
-        "verify": _verification_summary(reports),
-    }
-
-
-def _solver_reports(lib: str):
-    """Record kpca_lib's eigensolver reports (attempts, verification cost) during a fit."""
-    import contextlib
-
-    if lib != "ours":
-        return contextlib.nullcontext([])
-    from kpca_lib._eigen import record_solver_reports
-
-    return record_solver_reports()
-
-
-def _verification_summary(reports: list) -> dict | None:
-    """Time and matrix–vector products spent verifying eigenpairs, against solving them."""
-    if not reports:
-        return None
-    return {
-        "seconds": sum(r.verify_seconds for r in reports),
-        "products": sum(r.verify_products for r in reports),
-        "solve_seconds": sum(r.seconds for r in reports) - sum(r.verify_seconds for r in reports),
-        "solve_products": sum(r.solve_products for r in reports),
-        "attempts": [a.describe() for r in reports for a in r.attempts],
     }
 
 
@@ -177,20 +174,8 @@ def eig_rel_diff(a: list[float], b: list[float]) -> float:
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
-def median_runs(cfgs: list[dict], repeat: int, tmp: Path) -> list[dict]:
-    """Run every configuration ``repeat`` times, interleaved; keep the median time."""
-    runs: list[list[dict]] = [[] for _ in cfgs]
-    for _ in range(repeat):
-        for i, cfg in enumerate(cfgs):
-            runs[i].append(run_worker(cfg, tmp))
-    out = []
-    for rs in runs:
-        rs.sort(key=lambda r: r["seconds"])
-        best = dict(rs[len(rs) // 2])
-        best["all_seconds"] = [r["seconds"] for r in rs]
-        best["peak_mb"] = max(r["peak_mb"] for r in rs)
-        out.append(best)
-    return out
+def _load() -> str:
+    return "(" + ", ".join(f"{v:.2f}" for v in os.getloadavg()) + ")"
 
 
 def environment() -> list[str]:
@@ -198,14 +183,26 @@ def environment() -> list[str]:
     import sklearn
     from threadpoolctl import threadpool_info
 
-    blas = sorted({f"{i['internal_api']} {i['version']} ({i.get('architecture')}, "
-                   f"{i['num_threads']} threads)" for i in threadpool_info()})
-    env = {k: v for k, v in {**os.environ, **WORKER_ENV}.items()
-           if k.startswith(("OPENBLAS", "OMP_", "MKL_"))}
-    mem = _mem_total_bytes()
+    from kpca_lib._threads import available_cpus, cgroup_cpu_limit
+
+    blas = sorted(
+        {
+            f"{i['internal_api']} {i['version']} ({i.get('architecture')}, "
+            f"{i['num_threads']} threads)"
+            for i in threadpool_info()
+        }
+    )
+    env = {
+        k: v
+        for k, v in {**os.environ, **WORKER_ENV}.items()
+        if k.startswith(("OPENBLAS", "OMP_", "MKL_"))
+    }
+    quota = cgroup_cpu_limit()
     return [
-        f"- machine: {platform.processor() or platform.machine()}, "
-        f"{len(os.sched_getaffinity(0))} cores, MemTotal {mem / 1e9:.1f} GB",
+        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"affinity {len(os.sched_getaffinity(0))} CPUs, cgroup CPU quota "
+        f"{'none' if quota is None else f'{quota:g} CPUs'} → kpca_lib uses {available_cpus()} "
+        f"threads; MemTotal {_mem_total_bytes() / 1e9:.1f} GB",
         f"- Python {platform.python_version()}, NumPy {np.__version__}, SciPy {scipy.__version__}, "
         f"scikit-learn {sklearn.__version__}; BLAS (parent process): {'; '.join(blas)}",
         f"- BLAS environment variables of the workers: {env if env else 'none set'}",
@@ -220,161 +217,222 @@ def _mem_total_bytes() -> int:
     return 0
 
 
-def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> list[dict]:
+# -- stress-ng ------------------------------------------------------------------------
+
+
+def _autogroup() -> str:
+    try:
+        enabled = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip()
+    except OSError:
+        return "unknown"
+    return "on" if enabled == "1" else "off"
+
+
+@contextlib.contextmanager
+def stress(cpus: int, session: str = "own") -> Iterator[subprocess.Popen]:
+    """``stress-ng --cpu CPUS`` running for the duration of the block.
+
+    ``session="own"``: in a session of its own, like a program started from another
+    terminal or by another user; with the kernel's autogroup scheduling
+    (``/proc/sys/kernel/sched_autogroup_enabled``) its workers then share one CPU
+    share, and the benchmark's workers the other. ``"same"``: in this session (its own
+    process group), so that every stress-ng worker competes with every benchmark
+    thread (the harder case, as ``stress-ng &`` in the benchmark's shell).
+    """
+    exe = shutil.which("stress-ng")
+    if exe is None:
+        raise FileNotFoundError("stress-ng")
+    group = {"start_new_session": True} if session == "own" else {"preexec_fn": os.setpgrp}
+    proc = subprocess.Popen(
+        [exe, "--cpu", str(cpus), "--timeout", "3h", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **group,  # its own process group: its workers are stopped together
+    )
+    try:
+        time.sleep(3.0)  # let the workers start and the load settle
+        if proc.poll() is not None:
+            raise RuntimeError(f"stress-ng exited at once (status {proc.returncode})")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+# -- section: exact --------------------------------------------------------------------
+
+
+def _configs(n: int, k: int, args: argparse.Namespace) -> dict[str, dict]:
+    base = {"n": n, "k": k, "gamma": args.gamma}
+    cfgs = {"ours": dict(base, lib="ours", params={})}
+    for solver in args.solvers:
+        if solver == "dense" and n > args.dense_max_n:
+            continue
+        cfgs[f"sklearn {solver}"] = dict(base, lib="sklearn", params={"eigen_solver": solver})
+    return cfgs
+
+
+def measure_point(n: int, k: int, args: argparse.Namespace, tmp: Path) -> dict[str, list[dict]]:
+    """Every configuration of one (n, k), ``--repeat`` times, alternating."""
+    cfgs = _configs(n, k, args)
+    runs: dict[str, list[dict]] = {name: [] for name in cfgs}
+    for rep in range(args.repeat):
+        for name, cfg in cfgs.items():
+            if rep and name != "ours":
+                firsts = [rs[0]["seconds"] for nm, rs in runs.items() if nm != "ours"]
+                if runs[name][0]["seconds"] > args.rerun_ratio * min(firsts):
+                    continue  # far slower than scikit-learn's fastest: cannot be the best
+            r = run_worker(cfg, tmp)
+            runs[name].append(r)
+            print(
+                f"  n={n} k={k} {name:<20} run {rep + 1}: {r['seconds']:7.2f} s "
+                f"(CPU {r['cpu_seconds']:6.2f} s), {r['peak_mb']:6.0f} MiB, load {_load()}",
+                flush=True,
+            )
+    return runs
+
+
+def _stats(rs: list[dict]) -> dict:
+    t = np.array([r["seconds"] for r in rs])
+    return {
+        "min": float(t.min()),
+        "median": float(np.median(t)),
+        "max": float(t.max()),
+        "spread": float(t.max() / t.min()),
+        "cpu": float(np.median([r["cpu_seconds"] for r in rs])),
+        "peak": float(max(r["peak_mb"] for r in rs)),
+        "runs": len(rs),
+    }
+
+
+def _cell(s: dict | None) -> str:
+    if s is None:
+        return "–"
+    if s["runs"] == 1:
+        return f"{s['median']:.2f} s (1 run), {s['peak']:.0f} MiB"
+    return (
+        f"{s['median']:.2f} s ({s['min']:.2f}–{s['max']:.2f}, ×{s['spread']:.2f}), "
+        f"{s['peak']:.0f} MiB"
+    )
+
+
+def exact_condition(
+    args: argparse.Namespace, tmp: Path, lines: list[str], title: str, summary: list[str]
+) -> None:
+    """The whole grid under the current conditions: one table."""
+    head = ["n", "k", "ours", *[f"scikit-learn {s}" for s in args.solvers]]
+    head += ["best scikit-learn", "time ours / best", "memory ours / best"]
+    head += ["spread ours / best", "CPU s ours / best", "eig. diff"]
+    lines += [f"### {title}", "", f"Load average (1, 5, 15 min) at start: {_load()}.", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * 2 + "---|" * (len(head) - 2)]
+    wins = steadier = points = 0
+    for n in args.sizes:
+        for k in args.components:
+            runs = measure_point(n, k, args, tmp)
+            stats = {name: _stats(rs) for name, rs in runs.items()}
+            ours = stats["ours"]
+            sk = {name: s for name, s in stats.items() if name != "ours" and s["runs"] > 1}
+            sk = sk or {name: s for name, s in stats.items() if name != "ours"}
+            best = min(sk, key=lambda name: sk[name]["median"])
+            b = stats[best]
+            eig = eig_rel_diff(runs["ours"][0]["eigenvalues"], runs[best][0]["eigenvalues"])
+            points += 1
+            wins += ours["median"] <= b["median"]
+            steadier += ours["spread"] <= b["spread"]
+            cells = [str(n), str(k), _cell(ours)]
+            cells += [_cell(stats.get(f"sklearn {s}")) for s in args.solvers]
+            cells += [
+                best.removeprefix("sklearn "),
+                f"{ours['median'] / b['median']:.2f} (worst {ours['max'] / b['min']:.2f})",
+                f"{ours['peak'] / b['peak']:.2f}",
+                f"×{ours['spread']:.2f} / ×{b['spread']:.2f}",
+                f"{ours['cpu']:.2f} / {b['cpu']:.2f}",
+                f"{eig:.0e}",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+    lines += ["", f"Load average at end: {_load()}.", ""]
+    summary.append(
+        f"- {title}: ours no slower than scikit-learn's best solver (median time) at "
+        f"{wins} of {points} points; spread of the repeats no larger than that solver's at "
+        f"{steadier} of {points} points."
+    )
+
+
+def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> None:
     lines += [
-        "## 1. Exact kernel PCA: ours vs scikit-learn",
+        "## Exact kernel PCA: ours vs scikit-learn, quiet and beside `stress-ng`",
         "",
         "RBF kernel PCA of two moons (`make_moons(n, noise=0.05, random_state=0)`), "
-        f"{args.components} components, `fit_transform`, default solvers (`eigen_solver=\"auto\"`; "
-        "ours picks `\"lanczos\"`, scikit-learn `\"arpack\"`). "
-        f"Time: median of {args.repeat} runs (all runs in brackets); memory: peak RSS of the "
-        "worker process (interpreter, imports and data included). Agreement: smallest cosine "
-        "of the principal angles between our and scikit-learn's projections; "
-        "eig. diff: largest relative difference of the eigenvalues; verification: time our "
-        "eigensolver spent verifying its eigenpairs (residuals, orthonormality, deflation check "
-        "for missed eigenvalues; included in the time) and the matrix–vector products it used, "
-        "of all the products of the eigensolver.",
+        f'`kernel="rbf", gamma={args.gamma:g}` for both libraries, `fit_transform`. Ours: '
+        '`KernelPCA(k, kernel="rbf", gamma=...)` (`eigen_solver="auto"`: block Lanczos on the '
+        'half-stored kernel, float64); scikit-learn: `KernelPCA(k, kernel="rbf", gamma=..., '
+        "eigen_solver=...)` with each of "
+        + ", ".join(f'`"{s}"`' for s in args.solvers)
+        + f' (`"dense"` only up to n = {args.dense_max_n}: O(n³) time). '
+        f"Cells: median wall time of {args.repeat} runs (min–max, and the spread max/min), "
+        "and the peak RSS of the worker process (interpreter, imports and data included); "
+        "each run in a fresh process, all configurations of a point alternating. "
+        f"A scikit-learn solver whose first run took more than {args.rerun_ratio:g}× the "
+        "fastest one's is not repeated (1 run). *Best scikit-learn*: smallest median among "
+        "the repeated solvers. *time ours / best*: ratio of the medians (worst: our slowest "
+        "run over its fastest). *CPU s*: median CPU time of the process (all threads). "
+        "*eig. diff*: largest relative difference of our eigenvalues from the best solver's.",
         "",
     ]
-    rows = []
-    for i, sigma in enumerate(args.sigma):
-        note = " (scikit-learn's default `gamma = 1/n_features` for 2-D data)" if sigma == 1.0 else ""
-        lines += [
-            f"### σ = {sigma}: scikit-learn `gamma = {1 / (2 * sigma**2):g}`{note}",
-            "",
-        ]
-        table = exact_table(args, sigma, tmp, lines)
-        if i == 0:
-            rows = table
-    seen = sorted({b for r in rows for key in ("sk", "o64", "o32") for b in r[key]["blas"]})
-    lines += [f"BLAS kernels used by the workers: {', '.join(seen)}.", ""]
-    return rows
-
-
-def exact_table(args: argparse.Namespace, sigma: float, tmp: Path, lines: list[str]) -> list[dict]:
-    """One table of section 1; returns its rows (for the memory model of section 2)."""
-    base = {"sigma": sigma, "k": args.components}
-    rows = []
-    lines += [
-        "| n | scikit-learn (auto) | ours float64 (auto) | ours float32 | time ratio f64 / f32 "
-        "| memory ratio f64 / f32 | agreement f64 / f32 | eig. diff f64 / f32 "
-        "| verification f64 / f32 |",
-        "|---:|---|---|---|---|---|---|---|---|",
-    ]
-    for n in args.sizes:
-        cfgs = [
-            dict(base, n=n, lib="sklearn", params={"eigen_solver": "auto"}),
-            dict(base, n=n, lib="ours", params={}),
-            dict(base, n=n, lib="ours", params={"kernel_dtype": "float32"}),
-        ]
-        sk, o64, o32 = median_runs(cfgs, args.repeat, tmp)
-
-        def verify_cell(r: dict) -> str:
-            v = r.get("verify")
-            if not v:
-                return "–"
-            retried = "" if len(v["attempts"]) == 1 else f", {len(v['attempts'])} attempts"
-            return (f"{v['seconds']:.3f} s, {v['products']} of {v['products'] + v['solve_products']} "
-                    f"products{retried}")
-
-        def cell(r: dict) -> str:
-            runs = ", ".join(f"{s:.2f}" for s in r["all_seconds"])
-            return f"{r['seconds']:.2f} s [{runs}], {r['peak_mb']:.0f} MiB"
-
-        row = {
-            "n": n,
-            "sk": sk,
-            "o64": o64,
-            "o32": o32,
-            "agree64": agreement(o64["Z"], sk["Z"]),
-            "agree32": agreement(o32["Z"], sk["Z"]),
-            "eig64": eig_rel_diff(o64["eigenvalues"], sk["eigenvalues"]),
-            "eig32": eig_rel_diff(o32["eigenvalues"], sk["eigenvalues"]),
-        }
-        rows.append(row)
-        lines.append(
-            f"| {n} | {cell(sk)} | {cell(o64)} | {cell(o32)} "
-            f"| {o64['seconds'] / sk['seconds']:.2f} / {o32['seconds'] / sk['seconds']:.2f} "
-            f"| {o64['peak_mb'] / sk['peak_mb']:.2f} / {o32['peak_mb'] / sk['peak_mb']:.2f} "
-            f"| {row['agree64']:.10f} / {row['agree32']:.10f} "
-            f"| {row['eig64']:.1e} / {row['eig32']:.1e} "
-            f"| {verify_cell(o64)} / {verify_cell(o32)} |"
+    summary: list[str] = []
+    if args.load in ("both", "quiet"):
+        exact_condition(args, tmp, lines, "Quiet (the machine as it is)", summary)
+    if args.load in ("both", "stress"):
+        where = "its own session" if args.stress_session == "own" else "the benchmark's session"
+        title = (
+            f"Loaded: beside `stress-ng --cpu {args.stress_cpus}` (started in {where}; "
+            f"autogroup scheduling {_autogroup()})"
         )
-        print(lines[-1], flush=True)
-    lines.append("")
-    return rows
-
-
-def largest_section(
-    args: argparse.Namespace, rows: list[dict], tmp: Path, lines: list[str]
-) -> None:
-    budget_mb = _mem_total_bytes() / 2**20
-    lines += [
-        "## 2. The largest n that fits in memory",
-        "",
-        f"Memory budget: this machine's MemTotal, {budget_mb / 1024:.1f} GiB "
-        f"({budget_mb * 2**20 / 1e9:.1f} GB; the OS and other processes need some of it). Model: "
-        "peak RSS = a + b·n², fitted (least squares) to the peaks of section 1 and "
-        "extrapolated; the exact method needs no other n-dependent memory (O(n) vectors).",
-        "",
-        "| method | fitted peak (MiB) | n at MemTotal (extrapolated) |",
-        "|---|---|---:|",
-    ]
-    n2 = np.array([r["n"] for r in rows], dtype=float) ** 2
-    for key, name in (("sk", "scikit-learn"), ("o64", "ours, float64"), ("o32", "ours, float32")):
-        peaks = np.array([r[key]["peak_mb"] for r in rows])
-        b, a = np.polyfit(n2, peaks, 1)
-        n_max = np.sqrt(max(budget_mb - a, 0.0) / b)
-        lines.append(
-            f"| {name} | {a:.0f} + {b * 1e6:.3f}·(n/1000)² | {n_max:,.0f} |"
-        )
-    lines.append("")
-    if args.largest:
-        lines += [
-            "Real runs of ours at large n (one run each; agreement is not measured here, "
-            "scikit-learn cannot fit these sizes):",
-            "",
-            "| n | kernel dtype | time | peak memory | predicted peak | top eigenvalues / n |",
-            "|---:|---|---|---|---|---|",
-        ]
-        for spec in args.largest:
-            n_str, _, dtype = spec.partition(":")
-            n, dtype = int(n_str), dtype or "float64"
-            key = "o64" if dtype == "float64" else "o32"
-            peaks = np.array([r[key]["peak_mb"] for r in rows])
-            b, a = np.polyfit(n2, peaks, 1)
-            cfg = {"sigma": args.sigma[0], "k": args.components, "n": n, "lib": "ours",
-                   "params": {"kernel_dtype": dtype}}
-            r = run_worker(cfg, tmp, timeout=7200)
-            eig = ", ".join(f"{v / n:.5f}" for v in r["eigenvalues"])
-            lines.append(
-                f"| {n} | {dtype} | {r['seconds']:.1f} s | {r['peak_mb']:.0f} MiB "
-                f"| {a + b * n * n:.0f} MiB | {eig} |"
+        try:
+            with stress(args.stress_cpus, args.stress_session):
+                exact_condition(args, tmp, lines, title, summary)
+        except FileNotFoundError:
+            msg = (
+                f"**stress-ng is not installed: the loaded half (beside `stress-ng --cpu "
+                f"{args.stress_cpus}`) was not run.** Install it (e.g. `apt-get install "
+                "stress-ng`) and run again."
             )
-            print(lines[-1], flush=True)
-        lines.append("")
+            print("\n" + msg.replace("**", "") + "\n", file=sys.stderr, flush=True)
+            lines += [f"### {title}", "", msg, ""]
+            summary.append(f"- {title}: not run, stress-ng is missing.")
+    lines += ["Summary:", "", *summary, ""]
+
+
+# -- sections: approximations ---------------------------------------------------------
 
 
 def approx_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> dict:
-    n, J = args.approx_n, args.approx_J
+    n, J, k = args.approx_n, args.approx_J, args.components[0]
     lines += [
-        f"## 3. Approximate kernel PCA of n = {n:,} points, J = {J}",
+        f"## Approximate kernel PCA of n = {n:,} points, J = {J}",
         "",
-        f"Same data, σ = {args.sigma[0]}, {args.components} components, `fit_transform`, one run each. "
+        f"Same data, `gamma = {args.gamma:g}`, {k} components, `fit_transform`, one run each. "
         "scikit-learn: `make_pipeline(Nystroem(n_components=J) or RBFSampler(n_components=J), "
         "PCA(k))`, which materialises the n×J features.",
         "",
         "| method | time | peak memory | top eigenvalues / n |",
         "|---|---|---|---|",
     ]
-    base = {"sigma": args.sigma[0], "k": args.components, "n": n}
+    base = {"gamma": args.gamma, "k": k, "n": n}
+    approx = {"n_features": J, "random_state": 0}
     results = {}
     for name, cfg in (
-        ("ours, Nyström", dict(base, lib="ours", params={"approximation": "nystroem", "n_features": J, "random_state": 0})),
-        ("ours, random Fourier features", dict(base, lib="ours", params={"approximation": "rff", "n_features": J, "random_state": 0})),
+        ("ours, Nyström", dict(base, lib="ours", params={"approximation": "nystroem", **approx})),
+        ("ours, random Fourier features", dict(base, lib="ours", params={"approximation": "rff", **approx})),
         ("scikit-learn Nystroem + PCA", dict(base, lib="sklearn-nystroem", params={"n_features": J})),
         ("scikit-learn RBFSampler + PCA", dict(base, lib="sklearn-rbfsampler", params={"n_features": J})),
-    ):
+    ):  # fmt: skip
         r = run_worker(cfg, tmp)
         results[name] = r
         eig = ", ".join(f"{v / n:.5f}" for v in r["eigenvalues"])
@@ -387,17 +445,17 @@ def approx_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> dic
 def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> None:
     from kpca_lib import KernelPCA
 
-    m, k, sigma = args.agreement_n, args.components, args.sigma[0]
+    m, k, gamma = args.agreement_n, args.components[0], args.gamma
     X = _moons(m, seed=1)
-    exact = KernelPCA(k + 1, kernel="rbf", sigma=sigma).fit(X)
+    exact = KernelPCA(k + 1, kernel="rbf", gamma=gamma).fit(X)
     K_c = exact.kernel_matrix_c()
     lam = exact.eigenvalues_
     Z_exact = exact.transform(X)[:, :k]
     lines += [
-        f"## 4. Agreement with exact kernel PCA as J grows (subsample of n = {m})",
+        f"## Agreement with exact kernel PCA as J grows (subsample of n = {m})",
         "",
         f"Both fitted on the same {m} points (`make_moons(..., random_state=1)`), "
-        f"{k} components, σ = {sigma}; mean over {args.seeds} seeds. Exact eigenvalues / n: "
+        f"{k} components, `gamma = {gamma:g}`; mean over {args.seeds} seeds. Exact eigenvalues / n: "
         f"{', '.join(f'{v / m:.5f}' for v in lam)} (the next one is shown because a small gap "
         f"λ_{k} − λ_{k + 1} makes the {k}-dimensional subspace itself sensitive). Columns: "
         "largest relative eigenvalue error; subspace agreement (smallest cosine of the "
@@ -418,18 +476,22 @@ def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> 
                 continue
             stats = []
             for seed in range(args.seeds):
-                kp = KernelPCA(k, kernel="rbf", sigma=sigma, approximation=method,
-                               n_features=J, random_state=seed)
+                kp = KernelPCA(
+                    k, kernel="rbf", gamma=gamma, approximation=method, n_features=J,
+                    random_state=seed,
+                )  # fmt: skip
                 Z = kp.fit_transform(X)
                 Phi = kp.feature_map_.transform(X)
                 Phi -= kp.feature_mean_
                 Q, _ = np.linalg.qr(Z)
-                stats.append((
-                    eig_rel_diff(kp.eigenvalues_, lam[:k]),
-                    agreement(Z, Z_exact),
-                    float(np.trace(Q.T @ K_c @ Q) / lam[:k].sum()),
-                    float(np.linalg.norm(Phi @ Phi.T - K_c) / np.linalg.norm(K_c)),
-                ))
+                stats.append(
+                    (
+                        eig_rel_diff(kp.eigenvalues_, lam[:k]),
+                        agreement(Z, Z_exact),
+                        float(np.trace(Q.T @ K_c @ Q) / lam[:k].sum()),
+                        float(np.linalg.norm(Phi @ Phi.T - K_c) / np.linalg.norm(K_c)),
+                    )
+                )
             s = np.mean(stats, axis=0)
             cells.append(f"{s[0]:.1e} | {s[1]:.6f} | {s[2]:.6f} | {s[3]:.1e}")
         lines.append(f"| {J} | {cells[0]} | {cells[1]} |")
@@ -437,18 +499,19 @@ def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> 
     lines.append("")
     if big:
         lines += [
-            f"The models of section 3 (fitted on all {args.approx_n:,} points) projecting "
-            f"this subsample, against exact kernel PCA of the subsample (the two estimate "
-            f"the same population components from different samples):",
+            f"The models of the previous section (fitted on all {args.approx_n:,} points) "
+            "projecting this subsample, against exact kernel PCA of the subsample (the two "
+            "estimate the same population components from different samples):",
             "",
         ]
-        ours_big = {
-            "ours, Nyström": "nystroem",
-            "ours, random Fourier features": "rff",
-        }
-        for name, method in ours_big.items():
-            kp = KernelPCA(k, kernel="rbf", sigma=sigma, approximation=method,
-                           n_features=args.approx_J, random_state=0).fit(_moons(args.approx_n))
+        for name, method in (
+            ("ours, Nyström", "nystroem"),
+            ("ours, random Fourier features", "rff"),
+        ):
+            kp = KernelPCA(
+                k, kernel="rbf", gamma=gamma, approximation=method, n_features=args.approx_J,
+                random_state=0,
+            ).fit(_moons(args.approx_n))  # fmt: skip
             Z = kp.transform(X)
             Q, _ = np.linalg.qr(Z)
             lines.append(
@@ -458,64 +521,107 @@ def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> 
         lines.append("")
 
 
+# -- main -------------------------------------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
-    p.add_argument("--sizes", type=int, nargs="+", default=[4000, 8000, 12000, 16000])
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--sigma", type=float, nargs="+", default=[1.0, 0.2],
-                   help="RBF bandwidths of section 1; the first one is used everywhere else")
-    p.add_argument("--components", type=int, default=2)
-    p.add_argument("--largest", nargs="*", default=[],
-                   help="real runs of ours, as n:dtype (e.g. 60000:float64 85000:float32)")
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=["exact"])
+    p.add_argument("--sizes", type=int, nargs="+", default=[4000, 8000, 12000])
+    p.add_argument("--components", type=int, nargs="+", default=[2, 50])
+    p.add_argument("--repeat", type=int, default=3, help="runs of every configuration")
+    p.add_argument("--gamma", type=float, default=0.5, help="RBF gamma of both libraries")
+    p.add_argument(
+        "--load",
+        choices=("both", "quiet", "stress"),
+        default="both",
+        help="quiet, beside stress-ng, or both (default)",
+    )
+    p.add_argument("--stress-cpus", type=int, default=4, help="stress-ng --cpu N")
+    p.add_argument(
+        "--stress-session",
+        choices=("own", "same"),
+        default="own",
+        help="stress-ng in a session of its own (another program), or in this one (harder)",
+    )
+    p.add_argument("--solvers", nargs="+", choices=SK_SOLVERS, default=list(SK_SOLVERS))
+    p.add_argument(
+        "--dense-max-n",
+        type=int,
+        default=4000,
+        help="largest n for scikit-learn's O(n³) dense solver",
+    )
+    p.add_argument(
+        "--rerun-ratio",
+        type=float,
+        default=3.0,
+        help="do not repeat a scikit-learn solver this many times slower than its fastest",
+    )
     p.add_argument("--approx-n", type=int, default=1_000_000)
     p.add_argument("--approx-J", type=int, default=500)
     p.add_argument("--agreement-n", type=int, default=4000)
-    p.add_argument("--agreement-J", type=int, nargs="+",
-                   default=[10, 20, 50, 100, 200, 500, 1000, 2000])
+    p.add_argument(
+        "--agreement-J", type=int, nargs="+", default=[10, 20, 50, 100, 200, 500, 1000, 2000]
+    )
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
-    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    p.add_argument("--worker-env", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="environment variables for every worker, e.g. OPENBLAS_CORETYPE=Haswell")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small grid (n = 2000; k = 2, 10), 3 runs each; report to the temporary folder",
+    )
+    p.add_argument(
+        "--worker-env",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variables for every worker, e.g. OPENBLAS_CORETYPE=Haswell",
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return
     if args.quick:
-        args.sizes, args.repeat, args.largest = [1000, 2000], 1, []
+        args.sizes, args.components, args.dense_max_n = [2000], [2, 10], 2000
         args.approx_n, args.approx_J = 20_000, 100
         args.agreement_n, args.agreement_J, args.seeds = 500, [10, 50], 1
-    out = args.out or (Path(tempfile.gettempdir()) / "kernel_pca_quick.md" if args.quick else DEFAULT_OUT)
+    if args.load in ("both", "stress") and shutil.which("stress-ng") is None:
+        print(
+            "stress-ng is not installed: the loaded half of the benchmark cannot run "
+            "(install it, e.g. `apt-get install stress-ng`, or pass --load quiet).",
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.load == "stress":
+            sys.exit(2)
+    default = Path(tempfile.gettempdir()) / "kernel_pca_quick.md" if args.quick else DEFAULT_OUT
+    out = args.out or default
     WORKER_ENV.update(kv.split("=", 1) for kv in args.worker_env)
 
-    started = time.strftime("%Y-%m-%d %H:%M")
-    load_before = os.getloadavg()
+    command = " ".join(argv if argv is not None else sys.argv[1:])
     lines = [
         "# Kernel PCA benchmark: kpca_lib vs scikit-learn",
         "",
-        f"Generated by `benchmarks/bench_kernel_pca.py {' '.join(argv if argv is not None else sys.argv[1:])}` "
-        f"on {started}.",
+        f"Generated by `benchmarks/bench_kernel_pca.py {command}` on "
+        f"{time.strftime('%Y-%m-%d %H:%M')} (took {{minutes}} min).",
         "",
         *environment(),
         "",
     ]
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        rows = exact_section(args, tmp, lines) if "exact" in args.sections else []
-        if "largest" in args.sections and rows:
-            largest_section(args, rows, tmp, lines)
+        if "exact" in args.sections:
+            exact_section(args, tmp, lines)
         big = approx_section(args, tmp, lines) if "approx" in args.sections else {}
         if "agreement" in args.sections:
             agreement_section(args, big, lines)
-    load_after = os.getloadavg()
-    lines.insert(
-        7,
-        f"- load average (1, 5, 15 min) at start {tuple(round(v, 2) for v in load_before)}, "
-        f"at end {tuple(round(v, 2) for v in load_after)} (2 cores: above 2 the machine was shared)",
-    )
+    lines[2] = lines[2].replace("{minutes}", f"{(time.monotonic() - started) / 60:.1f}")
     out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
     print(f"\nwritten to {out}")
 
 
