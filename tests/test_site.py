@@ -174,3 +174,31 @@ def test_launch_links_open_the_declared_repository(tmp_path, monkeypatch):
 
 def test_make_site_is_in_make_help():
     assert "make site" in os.popen(f"make -s -C {ROOT} help").read()
+
+
+def test_only_regular_files_inside_the_package_are_unpacked(tmp_path, monkeypatch):
+    """Defence in depth (the pinned SHA-512 comes first): no path outside the cache, no links.
+    Written without ``extractall(filter=...)``, which Debian 12's Python 3.11.2 lacks."""
+    payload = tmp_path / "payload.js"
+    payload.write_text("// widgets\n")
+    tarball = tmp_path / "fixture.tgz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        archive.add(payload, arcname="package/dist/embed.js")
+        archive.add(payload, arcname="package/../escaped.js")
+        archive.add(payload, arcname="outside-package.js")
+        archive.add(payload, arcname="package/dist/embed.js.map")
+        link = tarfile.TarInfo("package/dist/link.js")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        archive.addfile(link)
+    monkeypatch.setattr(site, "WIDGET_MANAGER_SHA512", site._integrity(tarball))
+    script = tmp_path / "npm"
+    script.write_text(f'#!/bin/sh\ncp "{tarball}" "$4/jupyter-widgets-html-manager-1.0.15.tgz"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    dist = site.widget_manager(tmp_path / "cache", npm=str(script))
+    unpacked = dist.parent
+    assert sorted(str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file()) == [
+        "dist/embed.js"
+    ]
+    assert (
+        not (tmp_path / "cache" / "escaped.js").exists() and not (tmp_path / "escaped.js").exists()
+    )

@@ -177,15 +177,23 @@ def widget_manager(cache: Path, *, npm: str = "npm") -> Path:
     unpacked = dist.parent
     if unpacked.exists():
         shutil.rmtree(unpacked)
-    with tarfile.open(tarball) as archive:
-        members = [
-            m
-            for m in archive.getmembers()
-            if m.isfile() and m.name.startswith("package/") and not m.name.endswith(".map")
-        ]
-        for member in members:
-            member.name = member.name.removeprefix("package/")
-        archive.extractall(unpacked, members=members, filter="data")
+    with tarfile.open(tarball) as archive:  # regular files under package/ only, written by us
+        for member in archive.getmembers():
+            name = member.name.removeprefix("package/")
+            parts = Path(name).parts
+            if (
+                not member.isfile()
+                or name == member.name
+                or name.endswith(".map")
+                or Path(name).is_absolute()
+                or ".." in parts
+            ):
+                continue
+            target = unpacked.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = archive.extractfile(member)
+            assert source is not None  # a regular file
+            target.write_bytes(source.read())
     if not (dist / "embed.js").is_file():
         raise SiteError(
             f"{tarball.name} has no dist/embed.js: {WIDGET_MANAGER} is not the expected package"
