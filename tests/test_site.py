@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import stat
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -173,7 +173,8 @@ def test_launch_links_open_the_declared_repository(tmp_path, monkeypatch):
 
 
 def test_make_site_is_in_make_help():
-    assert "make site" in os.popen(f"make -s -C {ROOT} help").read()
+    done = subprocess.run(["make", "-s", "-C", str(ROOT), "help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "make site" in done.stdout
 
 
 def test_only_regular_files_inside_the_package_are_unpacked(tmp_path, monkeypatch):
