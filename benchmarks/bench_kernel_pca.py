@@ -81,6 +81,12 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kB on Linux
 
 
+def _rss_mb() -> float:
+    """The process's resident memory now (Linux ``/proc/self/statm``), in MiB."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
 def _moons(n: int, seed: int = 0) -> np.ndarray:
     from sklearn.datasets import make_moons
 
@@ -118,7 +124,7 @@ def worker(cfg: dict) -> dict:
     """Time one ``fit_transform`` in this (fresh) process; save the projection."""
     X = _moons(cfg["n"])
     est = _make_estimator(cfg)
-    baseline = _peak_mb()
+    baseline, before = _peak_mb(), _rss_mb()
     start, cpu = time.perf_counter(), time.process_time()
     Z = est.fit_transform(X)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -135,6 +141,7 @@ def worker(cfg: dict) -> dict:
         "cpu_seconds": cpu,
         "peak_mb": peak,
         "baseline_mb": baseline,
+        "fit_mb": peak - before,
         "eigenvalues": [float(v) for v in eigenvalues],
         "solver": getattr(est, "eigen_solver_", None),
     }
@@ -306,6 +313,7 @@ def _stats(rs: list[dict]) -> dict:
         "spread": float(t.max() / t.min()),
         "cpu": float(np.median([r["cpu_seconds"] for r in rs])),
         "peak": float(max(r["peak_mb"] for r in rs)),
+        "fit": float(max(r["fit_mb"] for r in rs)),
         "runs": len(rs),
     }
 
@@ -326,7 +334,7 @@ def exact_condition(
 ) -> None:
     """The whole grid under the current conditions: one table."""
     head = ["n", "k", "ours", *[f"scikit-learn {s}" for s in args.solvers]]
-    head += ["best scikit-learn", "time ours / best", "memory ours / best"]
+    head += ["best scikit-learn", "time ours / best", "memory ours / best", "fit memory ours / best"]
     head += ["spread ours / best", "CPU s ours / best", "eig. diff"]
     lines += [f"### {title}", "", f"Load average (1, 5, 15 min) at start: {_load()}.", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * 2 + "---|" * (len(head) - 2)]
@@ -350,6 +358,7 @@ def exact_condition(
                 best.removeprefix("sklearn "),
                 f"{ours['median'] / b['median']:.2f} (worst {ours['max'] / b['min']:.2f})",
                 f"{ours['peak'] / b['peak']:.2f}",
+                f"{ours['fit'] / b['fit']:.2f} ({ours['fit']:.0f} / {b['fit']:.0f} MiB)",
                 f"×{ours['spread']:.2f} / ×{b['spread']:.2f}",
                 f"{ours['cpu']:.2f} / {b['cpu']:.2f}",
                 f"{eig:.0e}",
@@ -377,6 +386,8 @@ def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> None
         + f' (`"dense"` only up to n = {args.dense_max_n}: O(n³) time). '
         f"Cells: median wall time of {args.repeat} runs (min–max, and the spread max/min), "
         "and the peak RSS of the worker process (interpreter, imports and data included); "
+        "*fit memory*: that peak minus the process's RSS just before `fit_transform` (what "
+        "the fit itself adds, without the interpreter and imports both libraries share); "
         "each run in a fresh process, all configurations of a point alternating. "
         f"A scikit-learn solver whose first run took more than {args.rerun_ratio:g}× the "
         "fastest one's is not repeated (1 run). *Best scikit-learn*: smallest median among "

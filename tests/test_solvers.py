@@ -732,3 +732,19 @@ def test_randomized_kernel_pca_matches_sklearn(moons, ours_kw, sk_kw):
         subspace_agreement(ours.transform(X_new)[:, nonzero], theirs.transform(X_new)[:, nonzero])
         > 1 - 1e-4
     )
+
+
+def test_a_large_kernel_is_solved_with_blocks_of_four_and_verified():
+    # From n = 2048 a product streams the kernel from memory: four columns per product cost
+    # about what one does, so the default block is 4 (k <= 16); the result is the same.
+    assert [_eigen._default_block_size(k, 2048) for k in (1, 2, 10, 16, 50)] == [4, 4, 4, 4, 12]
+    assert [_eigen._default_block_size(k, 2047) for k in (1, 2, 10, 11, 50)] == [1, 1, 1, 2, 12]
+    assert _eigen._default_block_size(3, 5000, max_basis=12) == 2  # a restart holds 2+ blocks
+    X = make_moons(2100, noise=0.05, random_state=0)[0]
+    K_c = center_kernel(rbf_kernel(X, sigma=0.5))
+    reference = np.linalg.eigvalsh(K_c)[::-1][:3]
+    with record_solver_reports() as reports:
+        kp = KernelPCA(3, kernel="rbf", sigma=0.5, eigen_solver="lanczos").fit(X)
+    first = reports[-1].attempts[0]
+    assert first.detail == "block size 4" and first.ok
+    np.testing.assert_allclose(kp.eigenvalues_, reference, rtol=1e-10)
