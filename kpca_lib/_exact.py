@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ._blocked import KernelStats, build_kernel_dense, build_kernel_panels, symmetrize_inplace
 from ._eigen import choose_solver, record_solver_reports, top_eigh, top_eigh_operator
-from ._threads import blas_threads
+from ._threads import blas_threads, one_blas_thread_for_solver, with_caller_blas_threads
 from .centering import center_kernel, center_test_kernel_from_means
 from .kernels import (
     KernelEvaluator,
@@ -382,12 +382,14 @@ def _rounding_bound(
     return bound
 
 
+@one_blas_thread_for_solver  # ARPACK's own small calls on one thread, as in every solver
 def _smallest_eigenvalue(matmat, n: int, K_c: NDArray[np.float64] | None = None) -> float | None:
     """Smallest eigenvalue of the whole centred kernel (to report a non-PSD kernel).
 
     Informative only (the requested top eigenpairs do not depend on it): a
     loose ARPACK run; ``None`` if it does not converge.
     """
+    matmat = with_caller_blas_threads(matmat)
     if K_c is not None and n <= 500:
         return float(np.linalg.eigvalsh(K_c)[0])
     op = scipy.sparse.linalg.LinearOperator(

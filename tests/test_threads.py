@@ -315,6 +315,39 @@ def test_eigensolver_work_has_one_blas_thread_and_products_the_callers(
     assert in_solver and set(in_solver) == {1}
 
 
+
+def test_the_smallest_eigenvalue_probe_is_a_solver_too(cpus, monkeypatch, rng):
+    # The ARPACK run that reports a kernel's most negative eigenvalue (indefinite kernels):
+    # its own work on one BLAS thread, the products with the caller's.
+    cpus(4)
+    import scipy.sparse.linalg
+
+    from kpca_lib import _exact
+
+    A = rng.normal(size=(600, 600))
+    A = A + A.T
+    in_products, in_solver = [], []
+    real_eigsh = scipy.sparse.linalg.eigsh
+
+    def eigsh(*args, **kwargs):
+        in_solver.append(current_blas_threads())
+        return real_eigsh(*args, **kwargs)
+
+    def matmat(V):
+        in_products.append(current_blas_threads())
+        return A @ V
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", eigsh)
+    limits = _two_blas_threads()
+    try:
+        smallest = _exact._smallest_eigenvalue(matmat, 600)
+        assert current_blas_threads() == 2  # restored
+    finally:
+        limits.restore_original_limits()
+    assert smallest == pytest.approx(np.linalg.eigvalsh(A)[0], rel=1e-3)
+    assert in_products and set(in_products) == {2}
+    assert in_solver == [1]
+
 def test_products_and_lapack_never_exceed_the_available_cpus(cpus, monkeypatch, rng):
     cpus(8, quota=1.0)
     from kpca_lib import _eigen
