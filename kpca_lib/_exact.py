@@ -19,7 +19,6 @@ The fitting half of :class:`kpca_lib.kernel_pca.KernelPCA` with
 from __future__ import annotations
 
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +28,12 @@ from numpy.typing import NDArray
 
 from ._blocked import KernelStats, build_kernel_dense, build_kernel_panels, symmetrize_inplace
 from ._eigen import choose_solver, record_solver_reports, top_eigh, top_eigh_operator
-from ._threads import blas_threads, one_blas_thread_for_solver, with_caller_blas_threads
+from ._threads import (
+    one_blas_thread_for_solver,
+    parallel_for,
+    resolve_threads,
+    with_caller_blas_threads,
+)
 from .centering import center_kernel, center_test_kernel_from_means
 from .kernels import (
     KernelEvaluator,
@@ -686,18 +690,16 @@ def cross_kernel(
     rows = max(1, block // n_fit)
     chunks = [slice(s, min(s + rows, X.shape[0])) for s in range(0, X.shape[0], rows)]
 
-    def one(chunk: slice) -> float:
-        B = evaluator.block(side, chunk, slice(0, n_fit), out=K[chunk])
-        with np.errstate(invalid="ignore"):
-            return max(float(B.max()), -float(B.min())) if B.size else 0.0
+    bigs = np.zeros(len(chunks))
 
-    with blas_threads(1 if n_threads > 1 else None):
-        if n_threads > 1 and len(chunks) > 1:
-            with ThreadPoolExecutor(min(n_threads, len(chunks))) as pool:
-                bigs = list(pool.map(one, chunks))
-        else:
-            bigs = [one(c) for c in chunks]
-    big = float(np.max(bigs)) if bigs else 0.0
+    def one(i: int) -> None:
+        B = evaluator.block(side, chunks[i], slice(0, n_fit), out=K[chunks[i]])
+        with np.errstate(invalid="ignore"):
+            bigs[i] = max(float(B.max()), -float(B.min())) if B.size else 0.0
+
+    # The library's work queue, clipped to the available CPUs (as the fit's kernel build).
+    parallel_for(one, len(chunks), resolve_threads(n_threads))
+    big = float(np.max(bigs)) if bigs.size else 0.0
     if not np.isfinite(big) or big > 1e140:
         check_kernel_values(
             spec, KernelStats(np.zeros(0), 0.0, 0.0, big, bool(np.isfinite(big))), where="transform"

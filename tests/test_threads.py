@@ -197,8 +197,22 @@ def test_kernel_pca_uses_n_jobs_threads_clipped(cpus, small_tasks, monkeypatch, 
 
     monkeypatch.setattr(blocked, "parallel_for", spy)
     X, _ = make_moons(300, noise=0.05, random_state=0)
-    KernelPCA(2, kernel="rbf", gamma=2.0, eigen_solver="lanczos", n_jobs=n_jobs).fit(X)
+    kp = KernelPCA(2, kernel="rbf", gamma=2.0, eigen_solver="lanczos", n_jobs=n_jobs).fit(X)
     assert used and set(used) == {expected}  # the build and every product
+    # transform: the kernel between new and training points, on the same clipped queue
+    from kpca_lib import _exact
+
+    queued = []
+    real = _exact.parallel_for
+
+    def spy_transform(fn, n_tasks, n_threads):
+        queued.append(n_threads)
+        return real(fn, n_tasks, n_threads)
+
+    monkeypatch.setattr(_exact, "parallel_for", spy_transform)
+    Z = kp.transform(X[:40])
+    assert queued and set(queued) == {expected}
+    np.testing.assert_allclose(Z, kp.fit_transform(X)[:40], rtol=1e-9, atol=1e-9)
 
 
 # -- BLAS threads --------------------------------------------------------------------------
