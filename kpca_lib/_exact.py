@@ -196,10 +196,12 @@ def _eigenpairs(
                 **randomized,
             )
         solver = _used(reports, solver)
-        bound = _rounding_bound(n, eigenvalues, panels.frobenius_norm, dtype, solver, tol)
         smallest = None
         if spec.may_be_indefinite and k < n:
             smallest = _smallest_eigenvalue(panels.centered_matmat, n)
+        bound = _rounding_bound(
+            n, eigenvalues, panels.frobenius_norm, dtype, solver, tol, smallest
+        )
         float32 = dtype == np.float32
         # What float64 storage would resolve, at the caller's tolerance (float32 raises it).
         bound64 = (
@@ -263,7 +265,7 @@ def _eigenpairs(
             )
         solver = _used(reports, solver)
     smallest = _smallest_eigenvalue(K_c.__matmul__, n, K_c) if keep else None
-    bound = _rounding_bound(n, eigenvalues, frobenius, np.dtype(np.float64), solver, tol)
+    bound = _rounding_bound(n, eigenvalues, frobenius, np.dtype(np.float64), solver, tol, smallest)
     if exponent:
         eigenvalues, col_means, grand_mean, bound, smallest = _scale_back(
             exponent, eigenvalues, col_means, grand_mean, bound, smallest, spec
@@ -376,11 +378,20 @@ def _rounding_bound(
     dtype: np.dtype,
     solver: str,
     tol: float | None,
+    smallest: float | None = None,
 ) -> float:
-    """How far rounding (and the solver's tolerance) can move an eigenvalue of ``K_c``."""
-    scale = float(np.max(np.abs(eigenvalues))) if eigenvalues.size else 0.0
-    scale = max(scale, frobenius / np.sqrt(n))  # ‖K‖₂ >= ‖K‖_F/√n
-    bound = max(10.0 * _EPS64 * n, _solver_error(solver, tol)) * scale
+    """How far rounding (and the solver's tolerance) can move an eigenvalue of ``K_c``.
+
+    Two parts. Rounding of the stored kernel and of the centring: relative to the
+    *uncentred* kernel (``‖K‖₂ ≥ ‖K‖_F/√n``), whose entries are what is rounded. The
+    solver's tolerance: relative to the *centred* matrix it iterated on (its residuals are
+    measured against ``‖K_c‖₂``, here the largest computed ``|λ|``, with ``smallest`` when it
+    is known), which can be many orders of magnitude smaller for data far from the origin.
+    """
+    top = float(np.max(np.abs(eigenvalues))) if eigenvalues.size else 0.0
+    operator = max(top, abs(smallest) if smallest is not None and np.isfinite(smallest) else 0.0)
+    stored = max(top, frobenius / np.sqrt(n))  # ‖K‖₂ >= ‖K‖_F/√n
+    bound = max(10.0 * _EPS64 * n * stored, _solver_error(solver, tol) * operator)
     if dtype == np.float32:
         bound = max(bound, 2.0**-24 * frobenius)  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F
     return bound

@@ -282,7 +282,7 @@ def test_kernel_pca_offset_family_fit_eigenvalues(cases, kernel):
                 if ZERO_KERNEL in str(w.message):
                     # Said, not silent: every eigenvalue (and so every projection) is then 0.
                     # The polynomial kernel's entries here are ~4e24 and its centred variation
-                    # ~4e12: below float32 rounding; float64 Lanczos says so too, wrongly (see
+                    # ~4e12: below float32 rounding (float64 resolves it, see
                     # test_lanczos_resolves_the_offset_polynomial_kernel).
                     assert not np.any(est.eigenvalues_), (solver, dtype, k)
                 else:
@@ -297,15 +297,6 @@ def test_kernel_pca_offset_family_fit_eigenvalues(cases, kernel):
             )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "kpca_lib: eigen_solver='lanczos' (what 'auto' picks for n > 200 and n_components ≤ n/10) "
-        "calls this centred kernel zero up to rounding (within ±4.9e15) and returns zeros, where "
-        "the dense and ARPACK solvers resolve its top eigenvalues, 1.113e15 and 6.147e14, to 6 "
-        "digits: its rounding bound is too pessimistic (reported; remove this mark when fixed)"
-    ),
-)
 def test_lanczos_resolves_the_offset_polynomial_kernel(cases):
     """Far from the origin, (xᵀy)² in float64: Lanczos finds what the dense solver finds."""
     X, params, _, ref_w, _, _, _ = cases["offset", "poly"]
