@@ -37,6 +37,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
+from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
@@ -402,6 +403,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """Fit; return the training projections if ``project`` (or they are needed anyway)."""
         if is_dask_array(X):
             return self._fit_dask(X, project=project)
+        xp = _device_namespace(X)
+        if xp is not None:  # Array API (device) path: kpca_lib._array_api
+            from ._array_api import fit_device
+
+            _check_feature_names(self, X, reset=True)
+            return fit_device(self, X, xp, project=project)
         X_in = X
         fit_dtype = output_dtype(X)
         X = self._validate_X(X, reset=True)
@@ -542,6 +549,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "eigenvalues_")
         if is_dask_array(X):
             return self._transform_dask(X)
+        if _on_device(self) or _device_namespace(X) is not None:  # kpca_lib._array_api
+            from ._array_api import transform_device
+
+            return transform_device(self, X)
         dtype = output_dtype(X, self._fit_dtype)
         X = self._validate_X(X, reset=False)
         result = self._result
@@ -587,6 +598,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "eigenvalues_")
         if self._preimage is None:
             raise NotFittedError(_NO_INVERSE)
+        if _on_device(self):  # kpca_lib._array_api
+            from ._array_api import inverse_transform_device
+
+            return inverse_transform_device(self, X)
         dtype = output_dtype(X, self._fit_dtype)
         Z = check_array(X, "X")
         if Z.shape[1] != self.n_components_:
@@ -670,6 +685,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 "kernel_matrix_c needs the training points, which an approximation does not "
                 "keep; fit with approximation=None."
             )
+        if _on_device(self):  # kpca_lib._array_api
+            from ._array_api import kernel_matrix_c_device
+
+            return kernel_matrix_c_device(self)
         if self._spec.name == "precomputed":
             return center_kernel(self.X_fit_, copy=True)
         if scipy.sparse.issparse(self.X_fit_):
@@ -683,7 +702,30 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self.approximation is None and isinstance(self.kernel, str) and self.kernel in KERNELS
         )
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        # The exact method runs on any Array API namespace and device (kpca_lib._array_api)
+        tags.array_api_support = self.approximation is None and (
+            isinstance(self.kernel, str) and self.kernel in KERNELS
+        )
         return tags
+
+
+# -- Array API (device) dispatch: the whole device path is in kpca_lib._array_api --------
+
+
+def _device_namespace(X: object) -> object | None:
+    """``X``'s Array API namespace when scikit-learn's ``array_api_dispatch`` is on and ``X``
+    is not a NumPy array (then the device path runs); ``None`` otherwise, without importing
+    anything (the NumPy path is unchanged)."""
+    if not get_config()["array_api_dispatch"]:
+        return None
+    from ._array_api import device_namespace
+
+    return device_namespace(X)
+
+
+def _on_device(estimator: KernelPCA) -> bool:
+    """Whether ``estimator`` was fitted on the device path (its result holds a namespace)."""
+    return getattr(estimator.__dict__.get("_result"), "xp", None) is not None
 
 
 def _shares_memory(X: object, X_in: object) -> bool:

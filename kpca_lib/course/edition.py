@@ -165,7 +165,7 @@ def _answer_hashes(nb: Any) -> dict[str, str]:
 STUDENT_ROOTS = ("numpy", "scipy", "scikit-learn", "matplotlib", "ipywidgets", "threadpoolctl",
                  "scikit-image", "jupyterlab", "ipykernel", "nbformat", "nbclient", "nbval",
                  "pytest", "pytest-xdist", "hypothesis", "pandas", "ruff", "packaging",
-                 "setuptools")
+                 "setuptools", "array-api-strict")
 
 
 def _canonical(name: str) -> str:
