@@ -365,6 +365,28 @@ def test_scan_finds_every_kind_of_planted_leak(edition, tmp_path, monkeypatch):
     assert all("secret-" not in str(f) for f in findings)  # a report never shows a secret
 
 
+def test_the_lectures_worked_solutions_are_fingerprints(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(SOLUTIONS, root / "solutions", ignore=shutil.ignore_patterns("lectures"))
+    (root / "notebooks").mkdir()
+    lecture = nbformat.v4.new_notebook()
+    check = "def check_2(f):\n    assert np.allclose(f(np.ones(3)), 2.0), 'twice the input'\n"
+    lecture.cells.append(nbformat.v4.new_code_cell(f"{check}\nself_check(2, double, check_2)"))
+    nbformat.write(lecture, root / "notebooks" / "05_x.ipynb")
+    (root / "solutions" / "lectures").mkdir()
+    answer = "def double(x):\n    return np.multiply(2.0, np.asarray(x))\n"
+    (root / "solutions" / "lectures" / "05_x.md").write_text(
+        f"## Exercise 2\nWhy.\n\n```python answer\n{answer}\n{check}\nself_check(2, double, check_2)\n```\n"
+    )
+    fps = fingerprints(root / "solutions")
+    ours = {fp.text for fp in fps.items if fp.origin == "lectures/05_x.md exercise 2"}
+    assert ours == {"returnnp.multiply(2.0,np.asarray(x))"}  # the check and the call are public
+    dest = tmp_path / "edition"
+    dest.mkdir()
+    (dest / "README.md").write_text("Hint:    return np.multiply(2.0, np.asarray(x))\n")
+    assert [(f.kind, f.file) for f in scan(dest, fps) if not f.allowed] == [("solution", "README.md")]
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_scan_reads_git_history_and_the_cli_fails_loudly(edition, fps, tmp_path, capsys):
     dest = tmp_path / "repo"

@@ -96,6 +96,56 @@ def test_has_a_try_it_cell_followed_by_code(path):
     assert found, f"{path.name}: add an ungraded '**Try it.**' markdown cell followed by its code cell"
 
 
+_EXERCISE_ITEM = re.compile(r"^(\d+)\. \*\*[^*]+\*\* \((derivation|code|prediction)\)", re.M)
+
+
+def _exercises_heading(path: Path) -> int:
+    """Index of the lecture's ``## Exercises`` markdown cell (there must be exactly one)."""
+    found = [i for i, c in enumerate(_cells(path))
+             if c["cell_type"] == "markdown" and _source(c).lstrip().startswith("## Exercises")]
+    assert len(found) == 1, f"{path.name}: end the lecture with one '## Exercises' markdown cell"
+    return found[0]
+
+
+def exercise_numbers(path: Path) -> list[int]:
+    """The numbers of the lecture's exercises, in the order of its ``## Exercises`` list."""
+    return [int(n) for n, _ in _EXERCISE_ITEM.findall(_source(_cells(path)[_exercises_heading(path)]))]
+
+
+def exercise_cells(path: Path) -> list[tuple[int, str]]:
+    """(number, cell id) of each self-checked exercise cell, in order."""
+    return [(c["metadata"]["kpca"]["exercise"], c["id"]) for c in _cells(path)
+            if isinstance(c.get("metadata", {}).get("kpca"), dict) and "exercise" in c["metadata"]["kpca"]]
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
+def test_ends_with_numbered_exercises(path):
+    cells = _cells(path)
+    start = _exercises_heading(path)
+    numbers = exercise_numbers(path)
+    assert 3 <= len(numbers) <= 5 and numbers == list(range(1, len(numbers) + 1)), (
+        f"{path.name}: the '## Exercises' cell lists 3-5 exercises numbered from 1, each "
+        f"'N. **Title** (derivation|code|prediction)'; found {numbers}"
+    )
+    kinds = {kind for _, kind in _EXERCISE_ITEM.findall(_source(cells[start]))}
+    assert len(kinds) >= 2, f"{path.name}: mix the kinds of exercise (found only {kinds})"
+    checked = exercise_cells(path)
+    assert checked, f"{path.name}: at least one exercise has a self-checked code cell"
+    after = cells[start + 1:]
+    assert [c.get("metadata", {}).get("kpca", {}).get("exercise") for c in after] == [n for n, _ in checked], (
+        f"{path.name}: after '## Exercises' come only the exercise cells, in order"
+    )
+    assert [n for n, _ in checked] == sorted({n for n, _ in checked}), f"{path.name}: one cell per exercise"
+    for cell in after:
+        n = cell["metadata"]["kpca"]["exercise"]
+        assert n in numbers, f"{path.name}: an exercise cell for exercise {n}, which the list lacks"
+        assert f"self_check({n}," in _source(cell), f"{path.name}: exercise {n}'s cell calls self_check({n}, ...)"
+        printed = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+        assert f"Exercise {n}: not answered yet" in printed, (
+            f"{path.name}: exercise {n} is stored unanswered (the placeholder, not a solution)"
+        )
+
+
 @pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
 def test_claims_are_checked(path):
     code = "\n".join(_source(c) for c in _cells(path) if c["cell_type"] == "code")

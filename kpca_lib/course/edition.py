@@ -23,6 +23,9 @@ reach students (:func:`fingerprints`):
   and each pair of consecutive non-blank solution lines (of any length), found as two
   consecutive non-blank lines. Lines are compared without white space, with and without
   their comment, after a prompt or markup (``>>>``, ``#``, backquotes);
+* ``solution`` also: each line (from :data:`MIN_CHARS` characters) of the lectures' worked
+  solutions (``python answer`` blocks of ``solutions/lectures/NN_*.md``) that its lecture
+  does not hold;
 * ``solution-only``: each such line of a ``solution-only`` cell (notes for the instructor);
 * ``hidden-check``: each such line of a hidden-check cell except imports, the names of the
   functions it defines (as whole words) and their docstrings' lines;
@@ -588,6 +591,8 @@ def fingerprints(
             if not set(text.split("\n")) <= public:
                 add(kind, text, origin, "pair")
         add("path", re.escape(f"solutions/{path.stem}"), path.name, "regex")
+    for kind, text, origin in _lecture_solution_lines(solutions / "lectures", root / "notebooks"):
+        add(kind, text, origin, "line" if _balanced(text) else "exact")
     add("path", re.escape(str(solutions.resolve())), "the instructor's solutions folder", "regex")
     add("path", r"solutions/", "solutions/ outside kpca_lib/course/", "regex")
     add("path", r"###\s*(BEGIN|END) SOLUTION", "a solution marker outside kpca_lib/course/", "regex")
@@ -597,6 +602,29 @@ def fingerprints(
         else:
             add("secret", secret, "the grading secret", "bytes")
     return fps
+
+
+def _lecture_solution_lines(folder: Path, lectures: Path) -> Iterator[tuple[str, str, str]]:
+    """Lines of the lectures' worked solutions (``answer`` blocks) that their lecture lacks.
+
+    A line of an answer block that also occurs in the lecture (the cell's check, the
+    ``self_check`` call) is public; the others, from :data:`MIN_CHARS` characters, are
+    fingerprints of kind ``solution``.
+    """
+    from .lecture_checks import parse_solutions
+
+    for path in sorted(folder.glob("[0-9][0-9]_*.md")) if folder.is_dir() else []:
+        public: set[str] = set()
+        lecture = lectures / f"{path.stem}.ipynb"
+        if lecture.is_file():
+            for cell in nbformat.read(lecture, as_version=4).cells:
+                lines = cell.source.splitlines()
+                public |= {_squash(ln) for ln in lines} | {_squash(_code(ln)) for ln in lines}
+        for number, section in parse_solutions(path.read_text(encoding="utf-8")).items():
+            for line in "".join(section.answer).splitlines():
+                for text in {_squash(line), _squash(_code(line))} - public - {""}:
+                    if len(text) >= MIN_CHARS:
+                        yield "solution", text, f"lectures/{path.name} exercise {number}"
 
 
 # --------------------------------------------------------------------------- scanning
