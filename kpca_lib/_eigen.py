@@ -785,8 +785,10 @@ def lanczos_eigh(
     max_iter : int, optional
         Maximum number of matrix–vector products (default ``max(1000, 50k)``).
     block_size : int, optional
-        Vectors per product (1 is plain Lanczos). Default: 1 for ``k <= 10``
-        (fewest passes over the matrix), else ``k // 4``. A block size no
+        Vectors per product (1 is plain Lanczos). Default (see
+        ``_default_block_size``): from ``n = 2048``, ``max(4, k // 4)`` (a product
+        streams the matrix from memory, so a few columns cost about one, and the
+        passes over it are fewer); below, 1 for ``k <= 10``, else ``k // 4``. A block size no
         larger than a multiplicity can miss copies of that eigenvalue: the
         verification then fails.
     max_basis : int, optional
