@@ -86,6 +86,16 @@ def test_no_scaffolding_and_no_slider_moved_by_code(path):
 
 
 @pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
+def test_set_up_cell_applies_the_course_style(path):
+    first = next(c for c in _cells(path) if c["cell_type"] == "code")
+    calls = [ln for ln in _source(first).splitlines() if re.match(r"\s*[\w.]*use_course_style\(\)", ln)]
+    assert calls, (
+        f"{path.name}: call kpca_lib.plotting.use_course_style() in the set-up cell (one figure "
+        "style for the course)"
+    )
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
 def test_has_a_try_it_cell_followed_by_code(path):
     cells = _cells(path)
     found = [
