@@ -50,7 +50,13 @@ from sklearn.utils._array_api import _convert_to_numpy, _is_numpy_namespace, get
 
 from ._blocked import KernelStats
 from ._eigen import Attempt, EigenpairsNotVerifiedError
-from ._exact import ExactResult, _classify, _indefinite_cause, _rounding_bound
+from ._exact import (
+    ExactResult,
+    _check_float32_accuracy,
+    _classify,
+    _indefinite_cause,
+    _rounding_bound,
+)
 from ._validation import check_positive, check_random_state
 from ._verify import ORTHONORMALITY_TOL, Verification, residual_bound
 from .kernels import KERNELS, KernelSpec, check_kernel_values
@@ -727,38 +733,6 @@ class _HostPairs:
     smallest: float | None = None
 
 
-def _warn_float32(
-    eigenvalues: np.ndarray, frobenius: float, k: int, fate: str, *, count_zeros: bool = True
-) -> None:
-    """The CPU's float32 warning, for a float32 X on the device (the kernel has X's dtype)."""
-    bound = 2.0**-24 * frobenius
-    positive = eigenvalues[eigenvalues > 0]
-    if not positive.size:
-        return
-    zeroed = int(np.sum(eigenvalues == 0)) if count_zeros else 0
-    parts = []
-    if zeroed:
-        parts.append(
-            f"{zeroed} of the {k} requested components have eigenvalues within the float32 "
-            f"rounding level of the kernel matrix (±{bound:.3g} = 2⁻²⁴·‖K‖_F), so float32 "
-            f"cannot tell them from 0: they are {fate}"
-        )
-    if bound > 1e-4 * float(positive.min()):
-        parts.append(
-            f"rounding the kernel matrix may move the eigenvalues by up to {bound:.3g}, more "
-            f"than 1e-4 of the smallest {'resolved' if zeroed else 'requested'} eigenvalue "
-            f"({float(positive.min()):.3g})"
-        )
-    if parts:
-        fewer = f", or request at most n_components={positive.size}" if zeroed else ""
-        warnings.warn(
-            f"X is float32, so the kernel matrix on the device is float32: {'; and '.join(parts)}"
-            f". Pass X in float64 for accurate results{fewer}.",
-            UserWarning,
-            stacklevel=5,
-        )
-
-
 def _seed(random_state: object) -> int:
     random_state = check_random_state(random_state)
     if random_state is None:
@@ -813,8 +787,8 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     if dtype_eps > _EPS64:
         fate = "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
         # n_components=None asks for the non-zero components only: zeros are not a loss.
-        _warn_float32(eigenvalues, built.frobenius, k, fate,
-                      count_zeros=estimator.n_components is not None)
+        _check_float32_accuracy(eigenvalues, built.frobenius, None, k, fate, "device",
+                                count_zeros=estimator.n_components is not None)
     if not np.any(eigenvalues > 0):
         if theta.max() < -bound:
             message = (f"no requested eigenvalue of the centred kernel matrix is positive "

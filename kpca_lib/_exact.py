@@ -427,6 +427,8 @@ def _check_float32_accuracy(
     k: int,
     fate: str,
     cause: str = "kernel_dtype",
+    *,
+    count_zeros: bool = True,
 ) -> None:
     """Warn about every requested component that float32 storage of K does not resolve.
 
@@ -434,14 +436,16 @@ def _check_float32_accuracy(
     kernel (``2^-24·‖K‖_F``) were set to 0 by the classification (float32
     cannot tell them from 0: they are returned as 0 or dropped, ``fate``), and
     the resolved ones may move by more than 1e-4 of the smallest of them.
-    ``cause``: ``"kernel_dtype"`` (``kernel_dtype='float32'``) or ``"precomputed"``
-    (the caller's precomputed kernel matrix is float32).
+    ``cause``: ``"kernel_dtype"`` (``kernel_dtype='float32'``), ``"precomputed"``
+    (the caller's precomputed kernel matrix is float32) or ``"device"`` (a float32 ``X``
+    on an Array API device, whose kernel matrix has ``X``'s dtype). ``count_zeros=False``
+    when zeros are not a loss (``n_components=None`` asks for the non-zero ones only).
     """
     bound = 2.0**-24 * frobenius_norm  # ‖E‖₂ ≤ ‖E‖_F ≤ u‖K‖_F, and ‖P E P‖₂ ≤ ‖E‖₂
     positive = eigenvalues[eigenvalues > 0]  # rounding-level ones are already 0
     if not positive.size:
         return  # nothing resolved at all: fit_exact reports it (naming float32)
-    zeroed = int(np.sum(eigenvalues == 0))
+    zeroed = int(np.sum(eigenvalues == 0)) if count_zeros else 0
     smallest = float(positive.min())
     parts = []
     if zeroed:
@@ -462,6 +466,9 @@ def _check_float32_accuracy(
         if cause == "precomputed":
             what, fix = "the precomputed kernel matrix is float32", "Pass it in float64 (computed"
             fix += " in float64)"
+        elif cause == "device":
+            what = "X is float32, so the kernel matrix on the device is float32"
+            fix = "Pass X in float64"
         else:
             what, fix = "kernel_dtype='float32'", "Use kernel_dtype='float64' (twice the memory)"
         warnings.warn(

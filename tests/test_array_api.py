@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import array_api_strict as xp
 import numpy as np
 import pytest
 import sklearn
@@ -20,8 +21,6 @@ from kpca_lib import KernelPCA
 from kpca_lib import _array_api as aa
 from kpca_lib._eigen import EigenpairsNotVerifiedError
 from kpca_lib.datasets import make_moons
-
-xp = pytest.importorskip("array_api_strict")
 
 ARRAY = type(xp.asarray(0.0))
 DEVICE = xp.Device("device1")
@@ -369,3 +368,17 @@ def test_scikit_learns_own_array_api_check_passes():
     done = subprocess.run([sys.executable, "-c", _SKLEARN_CHECK], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "passed", done.stderr[-3000:]
+
+
+def test_float32_components_below_rounding_are_warned_about_as_on_the_cpu():
+    # A wide Gaussian's spectrum decays fast: 30 components reach far below float32's
+    # rounding level of the kernel (2^-24 ||K||_F). Never silent zeros, on the device either
+    # (the CPU's warning, kpca_lib._exact._check_float32_accuracy, names the device's cause).
+    X = data(n=200, dtype=np.float32)
+    with dispatch(), pytest.warns(UserWarning, match=(
+        r"X is float32, so the kernel matrix on the device is float32: \d+ of the 30 requested "
+        r"components .* Pass X in float64"
+    )):
+        est = KernelPCA(30, kernel="rbf", sigma=3.0).fit(on_device(X))
+    values = host(est.eigenvalues_)
+    assert np.any(values == 0) and np.all(values[:2] > 0)
