@@ -143,7 +143,7 @@ def on_cluster(n: int, J: int) -> dict:
     from kpca_lib.kernel_pca import KernelPCA
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         client.run(lambda: __import__("kpca_lib.kernel_pca"))  # imports are not the benchmark
         base = client.run(_peak_mb)
         cpu0 = client.run(_cpu_s)

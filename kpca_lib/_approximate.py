@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ._exact import warn_nothing_to_project
 from ._validation import check_n_components
 from .approximation import (
     APPROXIMATIONS,
@@ -137,14 +138,14 @@ def drop_zero_components(
     ``remove_zero_eig=True``)."""
     eigenvalues = result.eigenvalues
     keep = eigenvalues > 1e-12 * max(float(eigenvalues.max()), 0.0)
-    if n_components is None or remove_zero:
-        if not np.any(keep):
-            removed = " (remove_zero_eig=True removes every component)" if n_components else ""
-            raise ValueError(
-                "the centred features are zero: every sample is the same point in feature "
-                f"space, so there is no variance to analyse{removed}. Check X and the kernel "
-                "parameters."
-            )
+    drop = n_components is None or remove_zero
+    if not np.any(keep):
+        warn_nothing_to_project(
+            "the centred features are zero: every sample is the same point in feature space",
+            drop,
+            n_components,
+        )
+    if drop:
         result.eigenvalues, result.components = eigenvalues[keep], result.components[keep]
     else:
         result.eigenvalues = np.where(keep, eigenvalues, 0.0)

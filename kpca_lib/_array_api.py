@@ -37,7 +37,6 @@ library beyond NumPy is ever imported by this module.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -56,6 +55,7 @@ from ._exact import (
     _classify,
     _indefinite_cause,
     _rounding_bound,
+    warn_nothing_to_project,
 )
 from ._validation import check_positive, check_random_state
 from ._verify import ORTHONORMALITY_TOL, Verification, residual_bound
@@ -798,10 +798,7 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
             message = (f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every "
                        f"requested eigenvalue within ±{bound:.3g}): every sample is the same "
                        "point in feature space, or the kernel's variation is below rounding")
-        if drop:
-            raise ValueError(f"{message}, so there is no variance to analyse. Check X and the "
-                             "kernel parameters.")
-        warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=4)
+        warn_nothing_to_project(message, drop, estimator.n_components)
     U = solved.U
     if U.dtype != dtype:
         U = xp.astype(U, dtype)

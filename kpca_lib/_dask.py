@@ -127,6 +127,7 @@ def fit_approximate_dask(
     approximation: str,
     n_features: int,
     random_state: int | np.random.Generator | None,
+    remove_zero_eig: bool = False,
 ) -> ApproximateResult:
     """:func:`~kpca_lib._approximate.fit_approximate` for a Dask array ``X`` (see the module).
 
@@ -158,7 +159,8 @@ def fit_approximate_dask(
                  for i in range(0, len(parts), SPLIT_EVERY)]
     (total, gram), shift_value = dask.compute(parts[0], shift)
     pca = pca_from_moments(total, gram, n, shift_value, k)
-    return ApproximateResult(feature_map, drop_zero_components(pca, n_components), 1)
+    pca = drop_zero_components(pca, n_components, remove_zero=remove_zero_eig)
+    return ApproximateResult(feature_map, pca, 1)
 
 
 def transform_dask(result: ApproximateResult, X: Any) -> Any:

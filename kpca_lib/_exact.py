@@ -498,7 +498,9 @@ def _classify(pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec) -> NDArray[n
         bad = eigenvalues[eigenvalues < -significant]
         positive = int(np.sum(eigenvalues > r))
         raise ValueError(
-            f"the centred kernel matrix has {bad.size} clearly negative eigenvalue(s) among the "
+            # The first words are scikit-learn's, for code that matches its message.
+            "There are significant negative eigenvalues: the centred kernel matrix has "
+            f"{bad.size} clearly negative eigenvalue(s) among the "
             f"{k} requested (smallest {bad.min():.4g}, largest eigenvalue {max_abs:.4g}; rounding "
             f"explains at most ±{r:.2g}): {why}, so √λ is undefined for those components. "
             f"Request at most n_components={positive} (the positive eigenvalues), or use a "
@@ -545,6 +547,29 @@ def _indefinite_cause(spec: KernelSpec) -> str:
     )
 
 
+def warn_nothing_to_project(message: str, drop: bool, n_components: int | None) -> None:
+    """Warn that no requested eigenvalue is positive; ``message`` says why.
+
+    Kept components (``drop=False``) have projections that are all 0; dropped ones
+    (``n_components=None`` or ``remove_zero_eig=True``) leave none, and the projections
+    have 0 columns, as in scikit-learn (which says nothing).
+    """
+    if not drop:
+        warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=5)
+        return
+    which = (
+        "remove_zero_eig=True removes every component"
+        if n_components
+        else "n_components=None keeps only the non-zero components and none is left"
+    )
+    warnings.warn(
+        f"{message}, so there is no variance to analyse: {which}; the projections have 0 "
+        "columns (shape (n_samples, 0)). Check X and the kernel parameters.",
+        UserWarning,
+        stacklevel=5,
+    )
+
+
 def fit_exact(
     spec: KernelSpec,
     X: NDArray[np.float64],
@@ -586,9 +611,14 @@ def fit_exact(
     Raises
     ------
     ValueError
-        For clearly negative requested eigenvalues (a non-Mercer kernel), an
-        overflowing kernel, or zero variance with ``n_components=None`` or
-        ``remove_zero_eig=True`` (no component would be left).
+        For clearly negative requested eigenvalues (a non-Mercer kernel) or an
+        overflowing kernel.
+
+    Warns
+    -----
+    UserWarning
+        When no requested eigenvalue is positive: every projection is 0, or, with
+        ``n_components=None`` or ``remove_zero_eig=True``, no component is left.
     """
     n = X.shape[0]
     k = n if n_components is None else n_components
@@ -646,13 +676,7 @@ def fit_exact(
                 f"same point in feature space, or the kernel's variation is below {precision} "
                 "(e.g. gamma too small or sigma too large for the scale of X)"
             )
-        if drop:
-            removed = " (remove_zero_eig=True removes every component)" if n_components else ""
-            raise ValueError(
-                f"{message}, so there is no variance to analyse{removed}. Check X and the "
-                "kernel parameters."
-            )
-        warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=4)
+        warn_nothing_to_project(message, drop, n_components)
     if drop:
         keep = eigenvalues > 0
         eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]

@@ -45,7 +45,6 @@ from sklearn.utils.validation import check_is_fitted
 from ._approximate import (
     ApproximateResult,
     check_approximation,
-    drop_zero_components,
     fit_approximate,
     transform_approximate,
 )
@@ -465,6 +464,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.fit_inverse_transform:
             from .preimage import fit_preimage_map
 
+            if Z.shape[1] == 0:
+                raise ValueError(
+                    "fit_inverse_transform=True learns the pre-image map from the components, "
+                    "and none is left (no variance: see the warning above). Check X and the "
+                    "kernel parameters."
+                )
             target = X.toarray() if sparse else X  # n×d, the size of dual_coef_ anyway
             self._preimage = fit_preimage_map(
                 Z, target, kernel_fn=KernelFunction(spec), alpha=float(self.alpha)
@@ -510,9 +515,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             approximation=approximation,
             n_features=self.n_features,
             random_state=self.random_state,
+            remove_zero_eig=bool(self.remove_zero_eig),
         )
-        if self.remove_zero_eig:
-            drop_zero_components(result.pca, self.n_components, remove_zero=True)
         self.eigen_solver_ = "features"
         self._set_fitted(result, spec, int(X.shape[0]), int(X.shape[1]))
         self._fit_dtype = np.dtype(np.float64)

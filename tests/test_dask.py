@@ -45,7 +45,7 @@ def client():
     import distributed  # the `test` extra installs Dask: a missing Dask fails, not skips
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster) as client:
         yield client
 

@@ -116,6 +116,46 @@ def test_remove_zero_eig_with_an_approximation(rng):
     assert kp.set_params(remove_zero_eig=True).fit_transform(X).shape == (200, 2)
 
 
+_NO_VARIANCE = [  # every sample the same point in feature space, for each way of fitting
+    ({"eigen_solver": "dense"}, np.ones((6, 3))),
+    ({"eigen_solver": "lanczos"}, np.ones((6, 3))),
+    ({"eigen_solver": "randomized", "random_state": 0}, np.ones((6, 3))),
+    ({"kernel": "rbf"}, 1.0 + 1e-20 * np.arange(18.0).reshape(6, 3)),  # equal in float64
+    ({"kernel": "precomputed"}, np.full((6, 6), 2.5)),
+    ({"approximation": "nystroem", "n_features": 4, "random_state": 0}, np.ones((6, 3))),
+]
+
+
+@pytest.mark.parametrize(("params", "X"), _NO_VARIANCE)
+@pytest.mark.parametrize("n_components", [None, 2])
+def test_no_component_left_is_an_empty_result_and_a_warning(params, X, n_components):
+    """As in scikit-learn, removing the zero components can leave none: an (n, 0) result,
+    and a warning naming the cause (scikit-learn says nothing)."""
+    theirs_params = {key: value for key, value in params.items() if key != "approximation"}
+    theirs_params.pop("n_features", None)
+    theirs_params["eigen_solver"] = "dense"
+    remove = {"remove_zero_eig": True}
+    expected = "n_components=None keeps only" if n_components is None else "remove_zero_eig=True"
+    kp = KernelPCA(n_components, **params, **remove)
+    with pytest.warns(UserWarning, match=f"no variance to analyse: {expected}.*0 columns"):
+        Z = kp.fit_transform(X)
+    theirs = SKKernelPCA(n_components, **theirs_params, **remove).fit_transform(X)
+    assert Z.shape == theirs.shape == (6, 0)
+    assert kp.transform(X).shape == (6, 0)
+    assert kp.eigenvalues_.shape == (0,)
+    assert list(kp.get_feature_names_out()) == []
+    # Kept zero components are projections of 0, and said so.
+    with pytest.warns(UserWarning, match="every projection is 0"):
+        np.testing.assert_array_equal(KernelPCA(2, **params).fit_transform(X), 0.0)
+    # The pre-image map needs a component to learn from: refused, pointing at the cause.
+    if params.get("kernel") != "precomputed":
+        with (
+            pytest.warns(UserWarning, match="no variance"),
+            pytest.raises(ValueError, match="fit_inverse_transform=True.*none is left"),
+        ):
+            KernelPCA(n_components, fit_inverse_transform=True, **params, **remove).fit(X)
+
+
 # -- 3. sparse X ----------------------------------------------------------------------------
 
 

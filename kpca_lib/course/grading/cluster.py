@@ -263,10 +263,11 @@ def open_cluster(cluster: str | ClusterRunner, *, sandbox: str) -> Iterator[Clus
         if kind == "local":
             # TLS with throwaway credentials (mutual: the scheduler refuses a client or
             # worker without this cluster's certificate), so another user of this machine
-            # cannot reach 127.0.0.1's port and run code as the grader.
+            # cannot reach 127.0.0.1's port and run code as the grader. The scheduler's HTTP
+            # server takes a free port (the default, 8787, is taken by a second cluster).
             local = stack.enter_context(LocalCluster(
                 n_workers=value, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address=None, silence_logs=logging.ERROR, security=True))
+                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR, security=True))
             client = stack.enter_context(Client(local))
         elif kind == "address":
             client = stack.enter_context(Client(value, timeout=60))
