@@ -164,6 +164,19 @@ def test_n_components_none_keeps_the_nonzero_components_as_the_cpu():
     np.testing.assert_allclose(host(gpu.eigenvalues_), cpu.eigenvalues_, rtol=1e-10)
 
 
+@pytest.mark.parametrize(("n_components", "remove"), [(None, False), (2, True)])
+def test_no_component_left_is_an_empty_result_and_a_warning_as_the_cpu(n_components, remove):
+    X = np.ones((12, 2))
+    with pytest.warns(UserWarning, match="no variance.*0 columns"):
+        cpu = KernelPCA(n_components, kernel="rbf", remove_zero_eig=remove).fit_transform(X)
+    with dispatch(), pytest.warns(UserWarning, match="no variance.*0 columns"):
+        est = KernelPCA(n_components, kernel="rbf", remove_zero_eig=remove)
+        Z = est.fit_transform(on_device(X))
+        assert_on(Z, xp.float64)
+        assert Z.shape == cpu.shape == (12, 0)
+        assert est.transform(on_device(X)).shape == (12, 0)
+
+
 def test_float32_in_float32_kernel_and_out():
     X = data(dtype=np.float32)
     with dispatch():
