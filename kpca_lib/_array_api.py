@@ -573,6 +573,27 @@ class _Solve:
     U: Any
     solver: str
     attempts: list[Attempt] = field(default_factory=list)
+    smallest: float | None = None  # of the whole K_c, when asked for (indefinite kernels)
+
+
+def smallest_eigenvalue_bound(
+    matmat: Any, n: int, xp: ModuleType, *, device: Any, dtype: Any, dtype_eps: float,
+    matrix_norm: float,
+) -> float:
+    """An upper bound of the smallest eigenvalue of a symmetric operator (to report a non-PSD kernel).
+
+    Informative, as the CPU path's loose ARPACK run: minus the largest Ritz value of
+    ``−A`` after a short block subspace iteration (8 columns, residuals to ``1e-3``). A
+    Rayleigh quotient of ``−A`` never exceeds ``−λ_min``, so the value returned is at
+    least ``λ_min`` whether or not the iteration converged: a negative one proves a
+    negative eigenvalue, and the CPU path's warning then names it.
+    """
+    b = min(n, 8)
+    it = subspace_iteration(
+        lambda V: -matmat(V), n, 1, b, xp, device=device, dtype=dtype, tol=1e-3,
+        max_products=40 * b, dtype_eps=dtype_eps, matrix_norm=matrix_norm, seed=2024,
+    )
+    return -float(_to_host(it.theta, xp)[0])
 
 
 def _block_size(k: int, n: int) -> int:
@@ -581,9 +602,14 @@ def _block_size(k: int, n: int) -> int:
 
 def solve_top(
     K_c: Any, k: int, xp: ModuleType, *, requested: str, tol: float | None, max_iter: int | None,
-    seed: int, dtype_eps: float, matrix_norm: float,
+    seed: int, dtype_eps: float, matrix_norm: float, smallest: bool = False,
 ) -> _Solve:
-    """Verified top-``k`` eigenpairs of the centred kernel on its device, or raise."""
+    """Verified top-``k`` eigenpairs of the centred kernel on its device, or raise.
+
+    ``smallest=True`` also bounds the smallest eigenvalue of the whole ``K_c`` (exact
+    from the dense solver, :func:`smallest_eigenvalue_bound` otherwise), for the warning
+    of an indefinite kernel.
+    """
     n, dev = K_c.shape[0], _device(K_c)
     work = xp.float64 if _has_float64(xp, dev) else K_c.dtype
     work_eps = _eps(work, xp)
@@ -622,6 +648,11 @@ def solve_top(
             result.attempts.append(Attempt("subspace", detail, 0.0, it.products, check))
             if check.ok:
                 result.theta, result.U = it.theta, U
+                if smallest and k < n:
+                    result.smallest = smallest_eigenvalue_bound(
+                        matmat, n, xp, device=dev, dtype=work, dtype_eps=dtype_eps,
+                        matrix_norm=matrix_norm,
+                    )
                 return result
             if check.missed is None and not (it.converged or it.why == "stagnated after"):
                 break  # out of products: a larger block would not help within max_iter
@@ -643,6 +674,8 @@ def solve_top(
     if not check.ok:
         _raise_device(result, xp, dev, requested, n, k, tol, max_iter, dtype_eps)
     result.theta, result.U = theta, U
+    if smallest and k < n:
+        result.smallest = float(_to_host(w[:1], xp)[0])
     return result
 
 
@@ -774,6 +807,7 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     solved = solve_top(
         K, k, xp, requested=estimator.eigen_solver, tol=tol, max_iter=max_iter,
         seed=_seed(estimator.random_state), dtype_eps=dtype_eps, matrix_norm=built.frobenius,
+        smallest=spec.may_be_indefinite,
     )
     del K
     theta = _to_host(solved.theta, xp)
@@ -782,8 +816,9 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     rtol = None if tol is None else tol
     if dtype_eps > _EPS64:
         rtol = max(1e-6 if tol is None else tol, 10.0 * _EPS32)
-    bound = _rounding_bound(n, theta, built.frobenius, np_dtype, solver_for_bound, rtol)
-    eigenvalues = _classify(_HostPairs(theta, bound), k, n, spec)
+    bound = _rounding_bound(n, theta, built.frobenius, np_dtype, solver_for_bound, rtol,
+                            solved.smallest)
+    eigenvalues = _classify(_HostPairs(theta, bound, solved.smallest), k, n, spec)
     if dtype_eps > _EPS64:
         fate = "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
         # n_components=None asks for the non-zero components only: zeros are not a loss.

@@ -20,6 +20,7 @@ import sklearn.decomposition
 from kpca_lib import KernelPCA
 from kpca_lib import _array_api as aa
 from kpca_lib._eigen import EigenpairsNotVerifiedError
+from kpca_lib._exact import NonPSDKernelWarning
 from kpca_lib.datasets import make_moons
 
 ARRAY = type(xp.asarray(0.0))
@@ -175,6 +176,44 @@ def test_no_component_left_is_an_empty_result_and_a_warning_as_the_cpu(n_compone
         assert_on(Z, xp.float64)
         assert Z.shape == cpu.shape == (12, 0)
         assert est.transform(on_device(X)).shape == (12, 0)
+
+
+@pytest.mark.parametrize("solver", ["auto", "dense"])
+@pytest.mark.parametrize("params", [{"gamma": 0.2, "coef0": 1.0}, {"gamma": 2.0, "coef0": -1.0}])
+def test_an_indefinite_kernel_is_reported_as_on_the_cpu(solver, params):
+    X = data()
+    with pytest.warns(NonPSDKernelWarning, match=r"clearly negative eigenvalue \((-[\d.]+);") as cpu:
+        KernelPCA(2, kernel="sigmoid", eigen_solver=solver, **params).fit(X)
+    with dispatch(), pytest.warns(NonPSDKernelWarning, match="clearly negative") as dev:
+        est = KernelPCA(2, kernel="sigmoid", eigen_solver=solver, **params).fit(on_device(X))
+    assert est.eigen_solver_ == ("dense" if solver == "dense" else "subspace")
+
+    def smallest(record):
+        (message,) = [str(w.message) for w in record if w.category is NonPSDKernelWarning]
+        return float(message.split("eigenvalue (")[1].split(";")[0])
+
+    assert smallest(dev) == pytest.approx(smallest(cpu), rel=1e-3)
+
+
+def test_the_smallest_eigenvalue_bound_is_never_below_the_truth():
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        n = 60
+        Q = np.linalg.qr(rng.normal(size=(n, n)))[0]
+        lam = rng.normal(size=n) * 10.0 ** rng.uniform(-2, 2, size=n)
+        A = (Q * lam) @ Q.T
+        A_dev = on_device(A)
+        for products in (8, 24, 400):  # stopped early or converged: still an upper bound
+            bound = aa.subspace_iteration(
+                lambda V: -(A_dev @ V), n, 1, 8, xp, device=DEVICE, dtype=xp.float64,
+                tol=1e-3, max_products=products, dtype_eps=2.2e-16, matrix_norm=1.0, seed=trial,
+            )
+            assert -float(host(bound.theta)[0]) >= lam.min() - 1e-9 * np.abs(lam).max()
+        value = aa.smallest_eigenvalue_bound(
+            A_dev.__matmul__, n, xp, device=DEVICE, dtype=xp.float64, dtype_eps=2.2e-16,
+            matrix_norm=float(np.linalg.norm(A)),
+        )
+        assert lam.min() - 1e-9 * np.abs(lam).max() <= value <= lam.min() + 1e-2 * np.abs(lam).max()
 
 
 def test_float32_in_float32_kernel_and_out():
