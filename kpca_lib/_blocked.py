@@ -34,9 +34,11 @@ __all__ = [
     "symmetrize_inplace",
 ]
 
-#: Rows per panel; the diagonal blocks (``PANEL_ROWS²``) are stored in full.
-PANEL_ROWS = 256
-#: Columns computed at once: a block of 256×1024 float64 is 2 MB (fits in L2).
+#: Rows per panel; the diagonal blocks (``PANEL_ROWS²``) are stored in full, which costs
+#: ``n·PANEL_ROWS/2`` entries beyond the triangle (2 MiB at n = 4000 with 128 rows; 256
+#: rows cost twice that, for the same speed of build and products, measured).
+PANEL_ROWS = 128
+#: Columns computed at once: a block of 128×1024 float64 is 1 MiB (fits in L2).
 BLOCK_COLS = 1024
 
 #: Work is split into tasks of at least this many matrix entries, and into at most
@@ -49,7 +51,7 @@ MIN_TASK_ENTRIES = 1 << 20
 #: See ``MIN_TASK_ENTRIES``. Each task of a product ``K @ V`` holds an ``n×b`` partial sum.
 MAX_TASKS = {"build": 32, "matmat": 8}
 #: Panel columns multiplied at once in :meth:`SymmetricPanels.matmat`: 1 MiB of matrix
-#: entries (256 rows × 512 float64), small enough to stay in the L2 cache between the
+#: entries (128 rows × 1024 float64), small enough to stay in the L2 cache between the
 #: product for the lower and the one for the upper triangle.
 CHUNK_BYTES = 1 << 20
 
