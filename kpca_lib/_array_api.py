@@ -465,7 +465,7 @@ def verify_on_device(
     matmat: Any, n: int, k: int, theta: Any, U: Any, xp: ModuleType, *, tol: float,
     norm_estimate: float | None, matrix_norm: float | None, dtype_eps: float,
     orthonormality_tol: float = ORTHONORMALITY_TOL, check_block: int = 4,
-    min_passes: int = 2, max_passes: int = 6, seed: int = 12345,
+    min_passes: int = 3, max_passes: int = 6, seed: int = 12345,
 ) -> Verification:
     """The checks of :func:`kpca_lib._verify.verify_eigenpairs`, in ``xp`` on ``U``'s device.
 
