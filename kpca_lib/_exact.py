@@ -18,6 +18,7 @@ The fitting half of :class:`kpca_lib.kernel_pca.KernelPCA` with
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -547,6 +548,18 @@ def _indefinite_cause(spec: KernelSpec) -> str:
     )
 
 
+def _caller_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` in the calling function that names the first
+    frame outside kpca_lib and scikit-learn (the user's line), whatever the path to it."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".")[0] not in ("kpca_lib", "sklearn"):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
+
+
 def warn_nothing_to_project(message: str, drop: bool, n_components: int | None) -> None:
     """Warn that no requested eigenvalue is positive; ``message`` says why.
 
@@ -555,7 +568,9 @@ def warn_nothing_to_project(message: str, drop: bool, n_components: int | None) 
     have 0 columns, as in scikit-learn (which says nothing).
     """
     if not drop:
-        warnings.warn(f"{message}: every projection is 0.", UserWarning, stacklevel=5)
+        warnings.warn(
+            f"{message}: every projection is 0.", UserWarning, stacklevel=_caller_stacklevel()
+        )
         return
     which = (
         "remove_zero_eig=True removes every component"
@@ -566,7 +581,7 @@ def warn_nothing_to_project(message: str, drop: bool, n_components: int | None) 
         f"{message}, so there is no variance to analyse: {which}; the projections have 0 "
         "columns (shape (n_samples, 0)). Check X and the kernel parameters.",
         UserWarning,
-        stacklevel=5,
+        stacklevel=_caller_stacklevel(),
     )
 
 

@@ -137,8 +137,9 @@ def test_no_component_left_is_an_empty_result_and_a_warning(params, X, n_compone
     remove = {"remove_zero_eig": True}
     expected = "n_components=None keeps only" if n_components is None else "remove_zero_eig=True"
     kp = KernelPCA(n_components, **params, **remove)
-    with pytest.warns(UserWarning, match=f"no variance to analyse: {expected}.*0 columns"):
+    with pytest.warns(UserWarning, match=f"no variance to analyse: {expected}.*0 columns") as w:
         Z = kp.fit_transform(X)
+    assert w[0].filename == __file__  # the warning points at the caller's line
     theirs = SKKernelPCA(n_components, **theirs_params, **remove).fit_transform(X)
     assert Z.shape == theirs.shape == (6, 0)
     assert kp.transform(X).shape == (6, 0)
