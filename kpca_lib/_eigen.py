@@ -80,25 +80,22 @@ _DENSE_TOL_FACTOR = 100.0
 
 _EPS64 = float(np.finfo(np.float64).eps)
 
-#: Deflation check of the operator paths: 3 to 6 products with a block of random vectors
-#: (see :func:`_krylov_check` for its width). At least 3: with 2 (a Krylov space of degree
-#: 1) a second copy of a repeated eigenvalue that the solver missed went unnoticed in up
-#: to 70 % of random draws on hard spectra (n = 300-3000, one vector), and single-vector
-#: Lanczos returned such a result as verified (1 of 120 random cases, 16 of 48 targeted
-#: ones); with 3, none of those.
-_KRYLOV_CHECK = {"check_block": 1, "min_passes": 3, "max_passes": 6}
+#: Deflation check of the operator paths: 3 to 6 products with a block of 4 random vectors.
+#: At least 3 passes: with 2 (a Krylov space of degree 1) a second copy of a repeated
+#: eigenvalue that the solver missed went unnoticed in up to 70 % of random draws on hard
+#: spectra (n = 300-3000, one vector), and single-vector Lanczos returned such a result as
+#: verified (1 of 120 random cases, 16 of 48 targeted ones). With 3 passes of one vector,
+#: 2 of 720 draws still missed it; with 3 passes of 4 vectors, none (the overlap of one
+#: random probe with the missed direction shrinks as 1/√n). A product with 4 columns
+#: costs about what 1 does from n = 2048 (the kernel is streamed from memory), and little
+#: below, where products are cheap.
+_KRYLOV_CHECK = {"check_block": 4, "min_passes": 3, "max_passes": 6}
 
 
 def _krylov_check(n: int) -> dict:
-    """:data:`_KRYLOV_CHECK` for an ``n×n`` operator.
+    """:data:`_KRYLOV_CHECK` for an ``n×n`` operator (at most ``n`` probe vectors)."""
+    return {**_KRYLOV_CHECK, "check_block": min(_KRYLOV_CHECK["check_block"], max(n, 1))}
 
-    From :data:`_STREAMING_N` the block has 4 vectors: a product then streams the kernel
-    from memory and 4 columns cost about what 1 does (as in :func:`_default_block_size`),
-    and 4 random probes find a missed eigenvalue more surely than 1 (the overlap of one
-    probe with it shrinks as ``1/√n``). Below, one vector is kept: products are cheap, and
-    3 passes of one vector found every missed copy in the tests of :data:`_KRYLOV_CHECK`.
-    """
-    return {**_KRYLOV_CHECK, "check_block": 4} if n >= _STREAMING_N else dict(_KRYLOV_CHECK)
 
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
