@@ -53,8 +53,8 @@ from ._exact import (
     ExactResult,
     _check_float32_accuracy,
     _classify,
-    _indefinite_cause,
     _rounding_bound,
+    nothing_positive_message,
     warn_nothing_to_project,
 )
 from ._validation import check_positive, check_random_state
@@ -825,14 +825,8 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
         _check_float32_accuracy(eigenvalues, built.frobenius, None, k, fate, "device",
                                 count_zeros=estimator.n_components is not None)
     if not np.any(eigenvalues > 0):
-        if theta.max() < -bound:
-            message = (f"no requested eigenvalue of the centred kernel matrix is positive "
-                       f"(n_samples = {n}; the largest is {theta.max():.4g}): "
-                       f"{_indefinite_cause(spec)}")
-        else:
-            message = (f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every "
-                       f"requested eigenvalue within ±{bound:.3g}): every sample is the same "
-                       "point in feature space, or the kernel's variation is below rounding")
+        precision = "float32 rounding" if dtype_eps > _EPS64 else "float64 rounding"
+        message = nothing_positive_message(n, float(theta.max()), bound, spec, precision)
         warn_nothing_to_project(message, drop, estimator.n_components)
     U = solved.U
     if U.dtype != dtype:

@@ -92,11 +92,6 @@ _EPS64 = float(np.finfo(np.float64).eps)
 _KRYLOV_CHECK = {"check_block": 4, "min_passes": 3, "max_passes": 6}
 
 
-def _krylov_check(n: int) -> dict:
-    """:data:`_KRYLOV_CHECK` for an ``n×n`` operator (at most ``n`` probe vectors)."""
-    return {**_KRYLOV_CHECK, "check_block": min(_KRYLOV_CHECK["check_block"], max(n, 1))}
-
-
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
 
@@ -647,7 +642,7 @@ def _arpack_attempt(
     seconds = time.perf_counter() - start
     check = verify_eigenpairs(
         matmat, n, k, w, V, tol=max(arpack_tol, 1e-10), matrix_norm=matrix_norm,
-        dtype_eps=dtype_eps, **_krylov_check(n),
+        dtype_eps=dtype_eps, **_KRYLOV_CHECK,
     )
     report.attempts.append(Attempt("arpack", "", seconds, calls[0], check))
     return (w, V) if check.ok else None
@@ -701,7 +696,7 @@ def _lanczos_attempts(
         check = verify_eigenpairs(
             matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"], AU=AV,
             matrix_norm=matrix_norm, dtype_eps=dtype_eps, seed=1000 + attempt,
-            **_krylov_check(n),
+            **_KRYLOV_CHECK,
         )
         detail = f"block size {block}"
         if not info["converged"]:
@@ -833,7 +828,7 @@ def lanczos_eigh(
     seconds = time.perf_counter() - t0
     check = verify_eigenpairs(
         matmat, n, k, w, V, tol=tol, norm_estimate=info["scale"], AU=AV, dtype_eps=dtype_eps,
-        **_krylov_check(n),
+        **_KRYLOV_CHECK,
     )
     detail = f"block size {b}"
     if not info["converged"]:

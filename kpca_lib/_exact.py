@@ -568,20 +568,35 @@ def warn_nothing_to_project(message: str, drop: bool, n_components: int | None) 
     have 0 columns, as in scikit-learn (which says nothing).
     """
     if not drop:
-        warnings.warn(
-            f"{message}: every projection is 0.", UserWarning, stacklevel=_caller_stacklevel()
+        text = f"{message}: every projection is 0."
+    else:
+        which = (
+            "remove_zero_eig=True removes every component"
+            if n_components
+            else "n_components=None keeps only the non-zero components and none is left"
         )
-        return
-    which = (
-        "remove_zero_eig=True removes every component"
-        if n_components
-        else "n_components=None keeps only the non-zero components and none is left"
-    )
-    warnings.warn(
-        f"{message}, so there is no variance to analyse: {which}; the projections have 0 "
-        "columns (shape (n_samples, 0)). Check X and the kernel parameters.",
-        UserWarning,
-        stacklevel=_caller_stacklevel(),
+        text = (
+            f"{message}, so there is no variance to analyse: {which}; the projections have 0 "
+            "columns (shape (n_samples, 0)). Check X and the kernel parameters."
+        )
+    warnings.warn(text, UserWarning, stacklevel=_caller_stacklevel())
+
+
+def nothing_positive_message(
+    n: int, largest: float, bound: float, spec: KernelSpec, precision: str
+) -> str:
+    """Why no requested eigenvalue is positive: an indefinite kernel (``largest`` below
+    ``−bound``), or a centred kernel that is zero up to rounding (``precision`` names it)."""
+    if largest < -bound:
+        return (
+            f"no requested eigenvalue of the centred kernel matrix is positive (n_samples = "
+            f"{n}; the largest is {largest:.4g}): {_indefinite_cause(spec)}"
+        )
+    return (
+        f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every requested "
+        f"eigenvalue within ±{bound:.3g}): every sample is the same point in feature space, or "
+        f"the kernel's variation is below {precision} (e.g. gamma too small or sigma too large "
+        "for the scale of X)"
     )
 
 
@@ -666,31 +681,22 @@ def fit_exact(
         )
     eigenvectors = pairs.eigenvectors
     if not np.any(eigenvalues > 0):
-        if pairs.eigenvalues.max() < -pairs.rounding_bound:
-            message = (
-                f"no requested eigenvalue of the centred kernel matrix is positive (n_samples = "
-                f"{n}; the largest is {pairs.eigenvalues.max():.4g}): {_indefinite_cause(spec)}"
+        if pairs.float32_frobenius is not None and pairs.float32_cause == "precomputed":
+            precision = (
+                "float32 rounding (the precomputed kernel matrix is float32: it resolves "
+                f"eigenvalues only down to ±{2.0**-24 * pairs.float32_frobenius:.3g}; pass "
+                "it in float64)"
+            )
+        elif pairs.float32_frobenius is not None:
+            precision = (
+                "float32 rounding (kernel_dtype='float32' resolves eigenvalues only down to "
+                f"±{2.0**-24 * pairs.float32_frobenius:.3g}; use kernel_dtype='float64')"
             )
         else:
-            if pairs.float32_frobenius is not None and pairs.float32_cause == "precomputed":
-                precision = (
-                    "float32 rounding (the precomputed kernel matrix is float32: it resolves "
-                    f"eigenvalues only down to ±{2.0**-24 * pairs.float32_frobenius:.3g}; pass "
-                    "it in float64)"
-                )
-            elif pairs.float32_frobenius is not None:
-                precision = (
-                    "float32 rounding (kernel_dtype='float32' resolves eigenvalues only down to "
-                    f"±{2.0**-24 * pairs.float32_frobenius:.3g}; use kernel_dtype='float64')"
-                )
-            else:
-                precision = "float64 rounding"
-            message = (
-                f"the centred kernel matrix is zero up to rounding (n_samples = {n}; every "
-                f"requested eigenvalue within ±{pairs.rounding_bound:.3g}): every sample is the "
-                f"same point in feature space, or the kernel's variation is below {precision} "
-                "(e.g. gamma too small or sigma too large for the scale of X)"
-            )
+            precision = "float64 rounding"
+        message = nothing_positive_message(
+            n, float(pairs.eigenvalues.max()), pairs.rounding_bound, spec, precision
+        )
         warn_nothing_to_project(message, drop, n_components)
     if drop:
         keep = eigenvalues > 0

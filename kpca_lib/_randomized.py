@@ -50,7 +50,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from ._eigen import Attempt, SolverReport, _descending_with_images, _krylov_check
+from ._eigen import _KRYLOV_CHECK, Attempt, SolverReport, _descending_with_images
 from ._validation import check_iterated_power, check_random_state
 from ._verify import verify_eigenpairs
 
@@ -266,7 +266,7 @@ def randomized_attempts(
             matrix_norm=matrix_norm,
             dtype_eps=dtype_eps,
             seed=2000 + attempt,
-            **_krylov_check(n),
+            **_KRYLOV_CHECK,
         )
         detail = f"block size {info['block']}, {info['passes']} passes"
         if info["shift"]:

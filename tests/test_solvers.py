@@ -751,8 +751,7 @@ def test_a_large_kernel_is_solved_with_blocks_of_four_and_verified():
 
 
 def test_the_deflation_check_probes_four_vectors():
-    assert _eigen._krylov_check(2048)["check_block"] == 4
-    assert _eigen._krylov_check(3)["check_block"] == 3
+    assert _eigen._KRYLOV_CHECK["check_block"] == 4 and _eigen._KRYLOV_CHECK["min_passes"] == 3
     # A diagonal operator of size 3000 whose top eigenvalue is double, above a decaying
     # bulk as a kernel matrix's: the pairs (1, 3) miss the second copy, and are refused;
     # honest pairs pass.
@@ -763,11 +762,11 @@ def test_the_deflation_check_probes_four_vectors():
     matmat = lambda V: d[:, None] * V  # noqa: E731
     E = np.eye(n)
     honest = verify_eigenpairs(
-        matmat, n, 2, np.array([5.0, 5.0]), E[:, [-1, -2]], tol=1e-10, **_eigen._krylov_check(n)
+        matmat, n, 2, np.array([5.0, 5.0]), E[:, [-1, -2]], tol=1e-10, **_eigen._KRYLOV_CHECK
     )
     assert honest.ok and honest.n_products >= 12  # 3 passes of 4 vectors at least
     missed = verify_eigenpairs(
-        matmat, n, 2, np.array([5.0, 4.0]), E[:, [-1, -3]], tol=1e-10, **_eigen._krylov_check(n)
+        matmat, n, 2, np.array([5.0, 4.0]), E[:, [-1, -3]], tol=1e-10, **_eigen._KRYLOV_CHECK
     )
     assert not missed.ok and "missed eigenvalue" in missed.failures[0]
     assert 4.0 < missed.deflated_top <= 5.0 + 1e-12  # a Ritz value above θ_2, at most λ
@@ -784,7 +783,7 @@ def test_a_missed_copy_of_a_repeated_eigenvalue_is_found_whatever_the_probe(n):
     for seed in range(20):
         check = verify_eigenpairs(
             lambda V: d[:, None] * V, n, 2, np.array([5.0, 4.8]), E[:, [-1, -3]], tol=1e-10,
-            seed=seed, **_eigen._krylov_check(n),
+            seed=seed, **_eigen._KRYLOV_CHECK,
         )
         assert not check.ok and "missed eigenvalue" in check.failures[0], seed
 
