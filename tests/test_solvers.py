@@ -96,6 +96,22 @@ def test_panels_store_the_kernel(rng, name, params, full, n_threads):
     assert P.nbytes < 0.75 * K.nbytes
 
 
+@pytest.mark.parametrize("b", [1, 4, 8, 12, 40])
+def test_products_in_chunks_match_the_dense_product(rng, b):
+    # A product streams each panel in chunks sized for the CPU caches: at most 1 MiB of the
+    # matrix and 48 KiB of the block's rows (1024, 1024, 768, 512 and 153 columns here).
+    from kpca_lib._blocked import _chunk_width
+
+    widths = [_chunk_width(128, c, 8) for c in (1, 4, 8, 12, 40)]
+    assert widths == [1024, 1024, 768, 512, 153]
+    n = 1500
+    X = rng.normal(size=(n, 2))
+    P = build_kernel_panels(kernel_block_function("rbf", X, sigma=1.0), n)
+    K = P.to_dense()
+    V = rng.normal(size=(n, b))
+    np.testing.assert_allclose(P.matmat(V), K @ V, rtol=1e-12, atol=1e-12 * np.abs(K @ V).max())
+
+
 def test_float32_panels_half_the_memory(rng):
     X = rng.normal(size=(300, 2))
     block = kernel_block_function("rbf", X, sigma=1.0)
