@@ -27,7 +27,10 @@ The first product with ``A`` is shared by the residual check and the
 deflation check (``A @ [U, Z]``), so the whole verification usually costs two
 passes over the matrix; a Krylov solver passes its own ``A U`` (kept by
 linearity from its basis products), and the check then costs only the
-deflation products.
+deflation products. A solver can also multiply the deflation check's random
+block along with its own first product (:func:`deflation_probe`, the ``probe``
+argument): the check then starts from ``(I − UUᵀ) Z₀`` with its image
+``A Z₀ − (A U)(UᵀZ₀)``, by linearity, and saves one pass over the matrix.
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.linalg
 from numpy.typing import NDArray
 
-__all__ = ["Verification", "verify_eigenpairs", "residual_bound", "ORTHONORMALITY_TOL"]
+__all__ = [
+    "Verification", "verify_eigenpairs", "deflation_probe", "residual_bound", "ORTHONORMALITY_TOL",
+]
 
 #: Largest accepted ``max|UᵀU − I|`` (the vectors are float64 whatever the matrix's dtype).
 ORTHONORMALITY_TOL = 1e-9
@@ -123,6 +129,39 @@ def _project_out(Z: NDArray[np.float64], U: NDArray[np.float64]) -> NDArray[np.f
     return Z
 
 
+def deflation_probe(n: int, k: int, check_block: int, seed: int) -> NDArray[np.float64]:
+    """The random block (n×p, ``p = min(check_block, n − k)``) a solver may multiply early.
+
+    It is drawn from its own seed, independently of the solver's start, and
+    must not depend on the solver's result (see ``probe`` in :func:`verify_eigenpairs`).
+    """
+    return np.random.default_rng(seed).standard_normal((n, max(min(check_block, n - k), 0)))
+
+
+def _probe_complement(
+    probe: tuple[NDArray[np.float64], NDArray[np.float64]],
+    U: NDArray[np.float64],
+    AU: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """An orthonormal basis ``Z`` of ``(I − UUᵀ) Z₀`` and ``A Z``, by linearity from ``A Z₀`` and ``A U``.
+
+    ``Z₀ − U C = Z R`` (two projections, then QR), so ``A Z = (A Z₀ − (A U) C) R⁻¹``.
+    ``A Z`` is ``None`` (the caller multiplies) if ``R`` is too ill-conditioned for that.
+    """
+    Z0, AZ0 = probe
+    C = U.T @ Z0
+    Z = Z0 - U @ C
+    C2 = U.T @ Z
+    Z -= U @ C2
+    C += C2
+    Z, R = np.linalg.qr(Z)
+    d = np.abs(np.diag(R))
+    if d.size == 0 or d.min() <= 1e-6 * d.max():
+        return Z, None
+    AZ = scipy.linalg.solve_triangular(R, (AZ0 - AU @ C).T, trans="T").T
+    return Z, np.ascontiguousarray(AZ)
+
+
 def verify_eigenpairs(
     matmat: MatMat,
     n: int,
@@ -141,6 +180,7 @@ def verify_eigenpairs(
     sketch_above: int = 64,
     sketch_probes: int = 16,
     seed: int = 12345,
+    probe: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
 ) -> Verification:
     """Check that ``(eigenvalues, eigenvectors)`` are the ``k`` largest eigenpairs of ``A``.
 
@@ -181,6 +221,12 @@ def verify_eigenpairs(
         ``O(n²k)`` of forming ``A U`` and ``UᵀU``).
     seed : int
         Seed of the random block (reproducible results).
+    probe : tuple of two ndarrays of shape (n, p), optional
+        ``(Z₀, A @ Z₀)``: the deflation check's random block, with
+        ``p = min(check_block, n − k)``, and its product, computed beforehand
+        (:func:`deflation_probe`; a solver multiplies it along with its first
+        block, which saves a pass). ``Z₀`` must be drawn independently of the
+        solver. Requires ``AU``.
 
     Returns
     -------
@@ -222,12 +268,22 @@ def verify_eigenpairs(
 
     p = min(check_block, n - k)
     Z = np.empty((n, 0))
-    if p > 0:
+    AZ: NDArray[np.float64] | None = None
+    if probe is not None:
+        if AU is None or any(np.shape(a) != (n, max(p, 0)) for a in probe):
+            raise ValueError(
+                f"probe must be two arrays of shape ({n}, {max(p, 0)}) and needs AU; got "
+                f"shapes {[np.shape(a) for a in probe]}{' without AU' if AU is None else ''}"
+            )
+        if p > 0:
+            Z, AZ = _probe_complement(probe, U, np.asarray(AU, dtype=np.float64))
+    elif p > 0:
         Z = _project_out(rng.standard_normal((n, p)), U)
         Z = np.linalg.qr(Z)[0]
     if AU is not None:
         AU = np.asarray(AU, dtype=np.float64)
-        AZ = matmat(Z) if p > 0 else np.empty((n, 0))
+        if AZ is None:
+            AZ = matmat(Z) if p > 0 else np.empty((n, 0))
         report.n_products += p
         residuals = np.linalg.norm(AU - U * theta, axis=0)
     elif G is None:

@@ -19,7 +19,7 @@ from kpca_lib._eigen import (
     top_eigh,
     top_eigh_operator,
 )
-from kpca_lib._verify import verify_eigenpairs
+from kpca_lib._verify import deflation_probe, verify_eigenpairs
 from kpca_lib.centering import center_kernel
 from kpca_lib.datasets import make_moons
 from kpca_lib.kernels import (
@@ -821,3 +821,84 @@ def test_lanczos_never_returns_a_missed_copy_of_a_repeated_eigenvalue_as_verifie
     first = reports[-1].attempts[0]
     assert first.detail == "block size 1" and not first.ok
 
+
+
+def _double_top(n):
+    d = 0.5 * 0.999 ** np.arange(n)
+    d[-2:], d[-3] = 5.0, 4.8
+    return d, np.eye(n)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_probe_multiplied_beforehand_checks_what_a_fresh_product_checks(seed):
+    # The deflation check may start from a random block Z0 that a solver multiplied along
+    # with its own first block: (I − UUᵀ)Z0 and its image A Z0 − (AU)(UᵀZ0), by linearity.
+    # Same block, same seed: the same check as with a product of its own, to rounding.
+    n = 1200
+    d, E = _double_top(n)
+    matmat = lambda V: d[:, None] * V  # noqa: E731
+    for theta, cols, ok in (([5.0, 4.8], [-1, -3], False), ([5.0, 5.0], [-1, -2], True)):
+        U = E[:, cols] @ np.array([[0.6, 0.8], [-0.8, 0.6]])  # not the axes themselves
+        AU = matmat(U)
+        Z0 = deflation_probe(n, 2, 4, seed)
+        assert Z0.shape == (n, 4)
+        kw = {"tol": 1e-10, "AU": AU, "seed": seed, **_eigen._KRYLOV_CHECK}
+        fresh = verify_eigenpairs(matmat, n, 2, np.array(theta), U, **kw)
+        early = verify_eigenpairs(matmat, n, 2, np.array(theta), U, probe=(Z0, matmat(Z0)), **kw)
+        assert early.ok is fresh.ok is ok, (theta, early.failures)
+        assert early.deflated_top == pytest.approx(fresh.deflated_top, rel=1e-12)
+        assert early.n_products == fresh.n_products
+
+
+def test_a_probe_in_the_span_of_the_eigenvectors_falls_back_to_a_product():
+    n = 600
+    d, E = _double_top(n)
+    calls = []
+
+    def matmat(V):
+        calls.append(V.shape[1])
+        return d[:, None] * V
+
+    U = E[:, [-1, -2]]
+    Z0 = U @ np.ones((2, 4))  # (I − UUᵀ)Z0 = 0: nothing to extrapolate from
+    check = verify_eigenpairs(
+        matmat, n, 2, np.array([5.0, 5.0]), U, tol=1e-10, AU=matmat(U),
+        probe=(Z0, matmat(Z0)), **_eigen._KRYLOV_CHECK,
+    )
+    assert calls[2] == 4 and check.ok  # the check multiplied a block of its own
+    with pytest.raises(ValueError, match=r"probe must be two arrays of shape \(600, 4\)"):
+        verify_eigenpairs(
+            matmat, n, 2, np.array([5.0, 5.0]), U, tol=1e-10, probe=(Z0, Z0),
+            **_eigen._KRYLOV_CHECK,
+        )
+    with pytest.raises(ValueError, match=r"probe must be two arrays of shape \(600, 4\)"):
+        verify_eigenpairs(
+            matmat, n, 2, np.array([5.0, 5.0]), U, tol=1e-10, AU=U, probe=(Z0[:, :3], Z0[:, :3]),
+            **_eigen._KRYLOV_CHECK,
+        )
+
+
+@pytest.mark.parametrize("solve", ["attempts", "lanczos_eigh"])
+def test_lanczos_multiplies_the_verification_block_with_its_first_block(solve):
+    # The verification's first deflation product rides along with the solver's first
+    # product: one pass over the matrix fewer, the same verified result.
+    X = make_moons(2100, noise=0.05, random_state=0)[0]
+    K_c = center_kernel(rbf_kernel(X, sigma=0.5))
+    widths = []
+
+    def matmat(V):
+        widths.append(V.shape[1])
+        return K_c @ V
+
+    with record_solver_reports() as reports:
+        if solve == "attempts":
+            w, _ = top_eigh_operator(matmat, 2100, 3, "lanczos")
+        else:
+            w, _ = lanczos_eigh(matmat, 2100, 3)
+    attempt = reports[-1].attempts[0]
+    assert attempt.ok and len(reports[-1].attempts) == 1
+    passes = attempt.verification.n_products // 4
+    assert passes >= 3 and widths[0] == 4 + 4
+    assert len(widths) == attempt.products // 4 + passes - 1  # no pass of its own for the probe
+    assert sum(widths) == attempt.products + attempt.verification.n_products
+    np.testing.assert_allclose(np.sort(w), np.linalg.eigvalsh(K_c)[-3:], rtol=1e-10)
