@@ -108,6 +108,7 @@ def test_products_in_chunks_match_the_dense_product(rng, b):
     X = rng.normal(size=(n, 2))
     P = build_kernel_panels(kernel_block_function("rbf", X, sigma=1.0), n)
     K = P.to_dense()
+    assert P.frobenius_norm == pytest.approx(np.linalg.norm(K), rel=1e-13)  # blocks: ddot
     V = rng.normal(size=(n, b))
     np.testing.assert_allclose(P.matmat(V), K @ V, rtol=1e-12, atol=1e-12 * np.abs(K @ V).max())
 
