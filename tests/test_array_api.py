@@ -435,3 +435,25 @@ def test_float32_components_below_rounding_are_warned_about_as_on_the_cpu():
         est = KernelPCA(30, kernel="rbf", sigma=3.0).fit(on_device(X))
     values = host(est.eigenvalues_)
     assert np.any(values == 0) and np.all(values[:2] > 0)
+
+
+def test_a_missed_copy_far_below_the_norm_is_caught_on_the_device():
+    # As on the CPU (tests/test_solvers.py): a missed eigenvalue at 5e-10·‖A‖ shows in the
+    # random block with a weight of about 1/√n; the check must not stop as if the
+    # complement were exhausted.
+    n = 400
+    rng = np.random.default_rng(1)
+    d = 1e-12 * rng.uniform(0.0, 1.0, n)
+    d[:4] = [1.0, 0.5, 5e-10, 5e-10 / 3]
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    A = on_device(0.5 * ((Q * d) @ Q.T + ((Q * d) @ Q.T).T))
+
+    def verify(values, vectors):
+        return aa.verify_on_device(
+            A.__matmul__, n, len(values), on_device(np.array(values)), on_device(vectors), xp,
+            tol=1e-10, norm_estimate=1.0, matrix_norm=None, dtype_eps=2.2e-16,
+        )
+
+    assert verify(list(d[:3]), Q[:, :3]).ok
+    check = verify(list(d[[0, 1, 3]]), Q[:, [0, 1, 3]])
+    assert not check.ok and "missed eigenvalue" in check.failures[0]

@@ -903,3 +903,56 @@ def test_lanczos_multiplies_the_verification_block_with_its_first_block(solve):
     assert len(widths) == attempt.products // 4 + passes - 1  # no pass of its own for the probe
     assert sum(widths) == attempt.products + attempt.verification.n_products
     np.testing.assert_allclose(np.sort(w), np.linalg.eigvalsh(K_c)[-3:], rtol=1e-10)
+
+
+def _tiny_repeated_tail(n, seed, pair=2e-9):
+    # Requested eigenvalues far below ‖A‖ = 1: the 5th and 6th are a pair (2e-9), the 7th
+    # a third of it, the rest below 1e-12. A copy of the pair missed and the 7th returned in
+    # its place is wrong by 1.3e-9·‖A‖, 13 times the verification's tol·‖A‖.
+    rng = np.random.default_rng(seed)
+    d = 1e-12 * rng.uniform(0.0, 1.0, n)
+    d[:7] = [1.0, 0.5, 0.2, 0.1, pair, pair, pair / 3]
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    A = (Q * d) @ Q.T
+    return 0.5 * (A + A.T), np.sort(d)[::-1], Q
+
+
+def test_a_missed_copy_far_below_the_norm_is_found():
+    # The deflation check stopped when its new directions were below 1e-10·‖A‖ ("the
+    # complement is exhausted"); a missed eigenvalue of 2e-9·‖A‖ shows in a random block
+    # only with a weight of about 1/√n, so the check stopped after one product, and
+    # single-vector Lanczos returned (…, 2e-9, 6.7e-10) for (…, 2e-9, 2e-9) as verified
+    # (with 5e-9 instead of 2e-9: 9 of 12 draws). Now it stops early only on directions
+    # that are zero to float64 precision.
+    n = 800
+    A, d, Q = _tiny_repeated_tail(n, 0, pair=1e-9)
+    kw = {"tol": 1e-10, "AU": None, **_eigen._KRYLOV_CHECK}
+    honest = verify_eigenpairs(A.__matmul__, n, 6, d[:6], Q[:, :6], **kw)
+    assert honest.ok
+    missed = verify_eigenpairs(A.__matmul__, n, 6, d[[0, 1, 2, 3, 4, 6]], Q[:, [0, 1, 2, 3, 4, 6]], **kw)
+    assert not missed.ok and "missed eigenvalue" in missed.failures[0]
+    assert missed.deflated_top == pytest.approx(1e-9, rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lanczos_finds_a_repeated_eigenvalue_far_below_the_norm(seed):
+    n = 800
+    A, d, _ = _tiny_repeated_tail(n, seed)
+    w, _ = top_eigh_operator(A.__matmul__, n, 6, "lanczos")
+    # tol = 1e-10 bounds the residuals; the eigenvalues are then good to about 1e-12·‖A‖
+    # here (tol²‖A‖²/gap), far from the 1.3e-9 of a missed copy.
+    np.testing.assert_allclose(np.sort(w)[::-1], d[:6], rtol=0, atol=1e-11)
+
+
+def test_kernel_pca_of_a_circle_finds_both_copies_of_every_pair():
+    # Points on a circle: the kernel's eigenvalues come in pairs (cos and sin of each
+    # frequency) and, for a wide Gaussian, decay fast. The 9th and 10th (7.9e-9 of the
+    # first) were returned as one copy and a smaller eigenvalue, silently (the case above).
+    n = 1500
+    t = np.linspace(0.0, 2 * np.pi, n, endpoint=False) + 0.01
+    X = np.c_[np.cos(t), np.sin(t)]
+    truth = np.linalg.eigvalsh(center_kernel(rbf_kernel(X, sigma=4.0)))[::-1][:10]
+    assert truth[9] / truth[0] < 1e-8 and truth[8] == pytest.approx(truth[9], rel=1e-6)
+    kp = KernelPCA(10, kernel="rbf", sigma=4.0).fit(X)
+    assert kp.eigen_solver_ == "lanczos"
+    np.testing.assert_allclose(kp.eigenvalues_, truth, rtol=1e-5, atol=1e-13 * truth[0])
