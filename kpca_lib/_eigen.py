@@ -20,10 +20,12 @@ Four solvers compute the ``k`` largest eigenpairs of a symmetric ``n×n`` matrix
 
 **Every result is verified** (:func:`kpca_lib._verify.verify_eigenpairs`):
 exactly ``k`` finite pairs in descending order, orthonormal vectors, residuals
-``‖A u − θ u‖ ≤ max(tol·‖A‖, rounding level of the stored matrix)`` from a
-fresh product, and a randomized deflation check that no eigenvalue above the
-``k``-th was missed (a copy of a repeated eigenvalue that a Krylov solver did
-not see). What cannot be verified is never returned:
+``‖A u − θ u‖ ≤ max(tol·‖A‖, rounding level of the stored matrix)`` (from a
+fresh product, or from a Krylov solver's own products by linearity), and a
+randomized deflation check that no eigenvalue above the ``k``-th was missed (a
+copy of a repeated eigenvalue that a Krylov solver did not see; block Lanczos
+multiplies the check's random block along with its first block). What cannot
+be verified is never returned:
 
 * ``"lanczos"`` retries with a larger block (larger than any multiplicity
   found, started from the missed directions) before giving up;

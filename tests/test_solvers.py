@@ -823,7 +823,6 @@ def test_lanczos_never_returns_a_missed_copy_of_a_repeated_eigenvalue_as_verifie
     assert first.detail == "block size 1" and not first.ok
 
 
-
 def _double_top(n):
     d = 0.5 * 0.999 ** np.arange(n)
     d[-2:], d[-3] = 5.0, 4.8
@@ -838,8 +837,11 @@ def test_a_probe_multiplied_beforehand_checks_what_a_fresh_product_checks(seed):
     n = 1200
     d, E = _double_top(n)
     matmat = lambda V: d[:, None] * V  # noqa: E731
-    for theta, cols, ok in (([5.0, 4.8], [-1, -3], False), ([5.0, 5.0], [-1, -2], True)):
-        U = E[:, cols] @ np.array([[0.6, 0.8], [-0.8, 0.6]])  # not the axes themselves
+    rotation = np.array([[0.6, 0.8], [-0.8, 0.6]])
+    for theta, U, ok in (
+        ([5.0, 4.8], E[:, [-1, -3]], False),  # the second 5 missed
+        ([5.0, 5.0], E[:, [-1, -2]] @ rotation, True),  # a basis of the pair, not the axes
+    ):
         AU = matmat(U)
         Z0 = deflation_probe(n, 2, 4, seed)
         assert Z0.shape == (n, 4)
@@ -847,6 +849,7 @@ def test_a_probe_multiplied_beforehand_checks_what_a_fresh_product_checks(seed):
         fresh = verify_eigenpairs(matmat, n, 2, np.array(theta), U, **kw)
         early = verify_eigenpairs(matmat, n, 2, np.array(theta), U, probe=(Z0, matmat(Z0)), **kw)
         assert early.ok is fresh.ok is ok, (theta, early.failures)
+        assert ok or [f.split(":")[0] for f in early.failures] == ["missed eigenvalue(s)"]
         assert early.deflated_top == pytest.approx(fresh.deflated_top, rel=1e-12)
         assert early.n_products == fresh.n_products
 
