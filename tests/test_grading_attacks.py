@@ -431,7 +431,8 @@ class TestGraderProcessAttacks(BatchChecks):
     ``--dist loadscope`` may grade it beside the big batch)."""
 
     @pytest.fixture(scope="class")
-    def batch(self, killers):
+    @classmethod
+    def batch(cls, killers):
         return killers
 
     @pytest.mark.parametrize("name", [a.name for a in KILLERS])

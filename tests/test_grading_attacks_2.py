@@ -185,7 +185,8 @@ class TestTrustedSideBounded(BatchChecks):
     worker) are graded exactly."""
 
     @pytest.fixture(scope="class")
-    def batch(self, flood):
+    @classmethod
+    def batch(cls, flood):
         return flood
 
     def test_the_flood_is_crashed_with_the_reason(self, flood):
@@ -216,7 +217,8 @@ class TestSizedPlacesWithoutCgroups(BatchChecks):
     their sizes under ``--memory 1024``, and nothing else is writable."""
 
     @pytest.fixture(scope="class")
-    def batch(self, no_cgroups):
+    @classmethod
+    def batch(cls, no_cgroups):
         return no_cgroups
 
     def test_attack_gets_what_it_deserves(self, batch):
