@@ -51,3 +51,22 @@ def test_solved_and_blank_exercises(tmp_path):
 def test_no_notebook_is_a_clear_error(tmp_path):
     done = selfcheck(cwd=tmp_path)
     assert done.returncode == 2 and "no exercise notebook found" in done.stderr
+
+
+def test_the_kernels_own_stderr_is_shown_only_when_the_run_fails(tmp_path):
+    # What the kernel writes to its file descriptor 2 (C libraries; libzmq's rare abort while
+    # the kernel shuts down) is not the student's business on a clean run; when the kernel
+    # dies, it is shown with the error.
+    def notebook(name: str, source: str) -> Path:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source)]
+        nbformat.write(nb, tmp_path / name)
+        return tmp_path / name
+
+    quiet = notebook("noise.ipynb", "import os\nos.write(2, b'fd-2 noise\\n')\nprint('ok')")
+    done = selfcheck(quiet, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == ""
+    dead = notebook("dies.ipynb", "import os\nos.write(2, b'last words\\n')\nos._exit(3)")
+    done = selfcheck(dead, cwd=tmp_path)
+    assert done.returncode == 2 and "could not be run" in done.stderr
+    assert "the kernel's stderr:\nlast words" in done.stderr

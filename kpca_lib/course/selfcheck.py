@@ -74,7 +74,18 @@ def run_notebook(path: Path, timeout: float = CELL_TIMEOUT) -> Report:
                                 allow_errors=True,
                                 resources={"metadata": {"path": str(path.parent)}})
         start = time.perf_counter()
-        client.execute()
+        # The kernel's own stderr goes to a file, shown only if the run fails: on a clean
+        # run it holds only noise, such as libzmq's rare "Assertion failed: pfd.revents &
+        # POLLIN (src/signaler.cpp)" abort while the kernel shuts down.
+        with tempfile.TemporaryFile() as kernel_stderr:
+            try:
+                client.execute(stderr=kernel_stderr)
+            except Exception:
+                kernel_stderr.seek(0)
+                tail = kernel_stderr.read()[-2000:].decode(errors="replace").strip()
+                if tail:
+                    print(f"== {path}: the kernel's stderr:\n{tail}", file=sys.stderr)
+                raise
         report.seconds = time.perf_counter() - start
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
