@@ -691,7 +691,10 @@ def _lanczos_attempts(
         t0 = time.perf_counter()
         # The first attempt multiplies the verification's random block along with its
         # first block (a pass saved); a retry, started from what that check found, does not.
-        probe = deflation_probe(n, k, _KRYLOV_CHECK["check_block"], 1000) if not attempt else None
+        check_seed = 1000 + attempt
+        probe = (
+            deflation_probe(n, k, _KRYLOV_CHECK["check_block"], check_seed) if not attempt else None
+        )
         theta, U, info = _block_lanczos(
             matmat, n, k, tol=rtol, max_iter=max_iter, block_size=block,
             seed=attempt, start=start_block, probe=probe,
@@ -700,7 +703,7 @@ def _lanczos_attempts(
         seconds = time.perf_counter() - t0
         check = verify_eigenpairs(
             matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"], AU=AV,
-            matrix_norm=matrix_norm, dtype_eps=dtype_eps, seed=1000 + attempt,
+            matrix_norm=matrix_norm, dtype_eps=dtype_eps, seed=check_seed,
             probe=info.get("probe"), **_KRYLOV_CHECK,
         )
         detail = f"block size {block}"

@@ -789,14 +789,18 @@ def test_the_deflation_check_probes_four_vectors():
     assert 4.0 < missed.deflated_top <= 5.0 + 1e-12  # a Ritz value above θ_2, at most λ
 
 
+def _double_top(n):
+    d = 0.5 * 0.999 ** np.arange(n)
+    d[-2:], d[-3] = 5.0, 4.8
+    return d, np.eye(n)
+
+
 @pytest.mark.parametrize("n", [300, 1000, 2500])
 def test_a_missed_copy_of_a_repeated_eigenvalue_is_found_whatever_the_probe(n):
     # Top eigenvalue 5 twice above a slowly decaying bulk; the pairs (5, 4.8) miss the
     # second 5. Two passes of the deflation check let this through in up to 70 % of random
     # probes (a Krylov space of degree 1); three find it for every probe tried here.
-    d = 0.5 * 0.999 ** np.arange(n)
-    d[-2:], d[-3] = 5.0, 4.8
-    E = np.eye(n)
+    d, E = _double_top(n)
     for seed in range(20):
         check = verify_eigenpairs(
             lambda V: d[:, None] * V, n, 2, np.array([5.0, 4.8]), E[:, [-1, -3]], tol=1e-10,
@@ -821,12 +825,6 @@ def test_lanczos_never_returns_a_missed_copy_of_a_repeated_eigenvalue_as_verifie
     np.testing.assert_allclose(w, [5.0, 5.0], rtol=1e-10)
     first = reports[-1].attempts[0]
     assert first.detail == "block size 1" and not first.ok
-
-
-def _double_top(n):
-    d = 0.5 * 0.999 ** np.arange(n)
-    d[-2:], d[-3] = 5.0, 4.8
-    return d, np.eye(n)
 
 
 @pytest.mark.parametrize("seed", range(10))
