@@ -8,6 +8,7 @@ depend on the number of threads.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -448,3 +449,61 @@ def test_kernel_pca_is_identical_for_any_n_jobs(cpus, small_tasks, solver):
         np.testing.assert_array_equal(kp.eigenvalues_, fits[0].eigenvalues_)
         np.testing.assert_array_equal(kp.eigenvectors_, fits[0].eigenvectors_)
         np.testing.assert_allclose(z, Z[0], rtol=1e-12, atol=1e-12)
+
+
+# -- the BLAS controller ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_controller():
+    """``threads._controller`` made anew in the test, and again afterwards for the others."""
+    threads._controller.cache_clear()
+    yield
+    threads._controller.cache_clear()
+
+
+def _blas_libraries(controller) -> list[tuple[str, str, int]]:
+    return sorted(
+        (lib.filepath, lib.internal_api, lib.num_threads)
+        for lib in controller.select(user_api="blas").lib_controllers
+    )
+
+
+def test_the_blas_controller_finds_what_threadpoolctls_full_scan_finds(fresh_controller):
+    from threadpoolctl import ThreadpoolController
+
+    controller = threads._controller()
+    if Path("/proc/self/maps").is_file():
+        assert isinstance(controller, threads._BLASController)  # the fast path is taken here
+    assert _blas_libraries(controller) == _blas_libraries(ThreadpoolController())
+    assert _blas_libraries(controller)  # NumPy's BLAS at least
+    with threads.blas_threads(1):
+        assert set(_blas_counts()) == {1}  # seen by threadpoolctl's own full scan
+    assert _blas_libraries(controller) == _blas_libraries(ThreadpoolController())
+
+
+def test_the_blas_controller_falls_back_to_the_full_scan(fresh_controller, monkeypatch):
+    import threadpoolctl
+
+    # threadpoolctl without the private list of controllers: no prefixes, the full scan
+    assert threads._blas_prefixes()
+    with monkeypatch.context() as patch:
+        patch.setattr(threadpoolctl, "_ALL_CONTROLLERS", [])
+        assert threads._blas_prefixes() is None
+    monkeypatch.setattr(threads, "_blas_prefixes", lambda: None)
+    controller = threads._controller()
+    assert type(controller) is threadpoolctl.ThreadpoolController
+    assert _blas_libraries(controller)
+    assert _blas_libraries(controller) == _blas_libraries(threadpoolctl.ThreadpoolController())
+    monkeypatch.undo()
+
+    # a private method that changed and fails: the full scan, no error
+    def broken(self, path):
+        raise TypeError("changed signature")
+
+    threads._controller.cache_clear()
+    monkeypatch.setattr(threads._BLASController, "_make_controller_from_path", broken)
+    controller = threads._controller()
+    assert type(controller) is threadpoolctl.ThreadpoolController
+    with threads.blas_threads(1):
+        assert set(_blas_counts()) == {1}
