@@ -274,7 +274,8 @@ def _descending_with_images(
     V = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
     signs = _signs(V)
     V *= signs
-    AV = images[:, order] * signs
+    AV = images[:, order]  # a copy (fancy indexing), signed in place
+    AV *= signs
     return np.ascontiguousarray(eigenvalues[order], dtype=np.float64), V, AV
 
 
@@ -699,7 +700,9 @@ def _lanczos_attempts(
             matmat, n, k, tol=rtol, max_iter=max_iter, block_size=block,
             seed=attempt, start=start_block, probe=probe,
         )
-        w, V, AV = _descending_with_images(theta, U, info["AU"])
+        # The solver's U and A·U are released: at large k they are the fit's peak memory.
+        w, V, AV = _descending_with_images(theta, U, info.pop("AU"))
+        del U
         seconds = time.perf_counter() - t0
         check = verify_eigenpairs(
             matmat, n, k, w, V, tol=rtol, norm_estimate=info["scale"], AU=AV,
@@ -861,7 +864,7 @@ def _ritz_residual(
     """
     R = (S.T @ AQ.T).T  # column-major n×k
     R = scipy.linalg.blas.dgemm(-1.0, Q, S * theta, beta=1.0, c=R, overwrite_c=True)
-    return float(np.linalg.norm(R, axis=0).max())
+    return float(np.sqrt(np.einsum("ij,ij->j", R, R).max()))  # no n×k temporary of R·R
 
 
 def _block_lanczos(
@@ -938,7 +941,9 @@ def _block_lanczos(
         theta = theta_all[-top.shape[1] :]
         worst = _ritz_residual(Q[:, :m], AQ[:, :m], top, theta) / scale if m >= k else np.inf
         if worst <= tol:
-            return theta, Q[:, :m] @ top, {
+            U = Q[:, :m] @ top
+            del Q  # the basis, its image and both results are never resident at once
+            return theta, U, {
                 "converged": True, "why": "", "products": n_products, "scale": scale,
                 "AU": AQ[:, :m] @ top, **images,
             }
@@ -948,7 +953,9 @@ def _block_lanczos(
             since_best += j
         if n_products >= max_iter or since_best > patience:
             why = "stagnated after" if since_best > patience else "did not converge in"
-            return theta, Q[:, :m] @ top, {
+            U = Q[:, :m] @ top
+            del Q
+            return theta, U, {
                 "converged": False, "why": why, "products": n_products, "scale": scale,
                 "worst": worst, "AU": AQ[:, :m] @ top, **images,
             }

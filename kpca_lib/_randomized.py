@@ -52,7 +52,7 @@ from numpy.typing import NDArray
 
 from ._eigen import _KRYLOV_CHECK, Attempt, SolverReport, _descending_with_images
 from ._validation import check_iterated_power, check_random_state
-from ._verify import verify_eigenpairs
+from ._verify import residual_norms, verify_eigenpairs
 
 __all__ = ["randomized_eigh", "randomized_attempts", "resolve_iterated_power"]
 
@@ -162,7 +162,7 @@ def randomized_eigh(
         theta = mu[-k:]
         U = Q @ top
         AU = Y @ top
-        worst = float(np.linalg.norm(AU - U * theta, axis=0).max()) / scale
+        worst = float(residual_norms(AU, U, theta).max()) / scale
         history.append(worst)
         info = {
             "converged": False,

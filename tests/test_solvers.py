@@ -19,7 +19,7 @@ from kpca_lib._eigen import (
     top_eigh,
     top_eigh_operator,
 )
-from kpca_lib._verify import deflation_probe, verify_eigenpairs
+from kpca_lib._verify import deflation_probe, residual_norms, verify_eigenpairs
 from kpca_lib.centering import center_kernel
 from kpca_lib.datasets import make_moons
 from kpca_lib.kernels import (
@@ -957,3 +957,22 @@ def test_kernel_pca_of_a_circle_finds_both_copies_of_every_pair():
     kp = KernelPCA(10, kernel="rbf", sigma=4.0).fit(X)
     assert kp.eigen_solver_ == "lanczos"
     np.testing.assert_allclose(kp.eigenvalues_, truth, rtol=1e-5, atol=1e-13 * truth[0])
+
+
+def test_residual_norms_match_numpy_with_one_temporary(rng):
+    import tracemalloc
+
+    n, k = 3000, 40
+    U = np.linalg.qr(rng.standard_normal((n, k)))[0]
+    theta = np.sort(rng.uniform(1.0, 2.0, k))[::-1]
+    AU = U * theta + 1e-9 * rng.standard_normal((n, k))
+    expected = np.linalg.norm(AU - U * theta, axis=0)
+    tracemalloc.start()
+    try:
+        got = residual_norms(AU, U, theta)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    # One n×k array (np.linalg.norm of AU − U·θ makes three): the fit's peak at large k.
+    assert peak < 1.2 * U.nbytes
