@@ -274,7 +274,7 @@ def _descending_with_images(
     V = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
     signs = _signs(V)
     V *= signs
-    AV = images[:, order]  # a copy (fancy indexing), signed in place
+    AV = images[:, order].astype(np.float64, copy=False)  # a copy (fancy indexing), signed in place
     AV *= signs
     return np.ascontiguousarray(eigenvalues[order], dtype=np.float64), V, AV
 
