@@ -631,9 +631,10 @@ def _arpack_attempt(
             report.attempts.append(
                 Attempt("arpack", "", time.perf_counter() - start, calls[0], None,
                         f"did not converge ({len(exc.eigenvalues)} of {k} pairs converged, "
-                        f"max_iter = {max_iter})")
+                        f"max_iter = {max_iter}, ncv = {ncv or 'default'})")
             )
-            return None
+            if ncv == ncvs[-1]:
+                return None
         except scipy.sparse.linalg.ArpackError as exc:
             report.attempts.append(
                 Attempt("arpack", "", time.perf_counter() - start, calls[0], None,
