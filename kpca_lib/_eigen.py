@@ -942,24 +942,16 @@ def _block_lanczos(
         theta = theta_all[-top.shape[1] :]
         worst = _ritz_residual(Q[:, :m], AQ[:, :m], top, theta) / scale if m >= k else np.inf
         if worst <= tol:
-            U = Q[:, :m] @ top
-            del Q  # the basis, its image and both results are never resident at once
-            return theta, U, {
-                "converged": True, "why": "", "products": n_products, "scale": scale,
-                "AU": AQ[:, :m] @ top, **images,
-            }
+            status: dict = {"converged": True, "why": ""}
+            break
         if worst < 0.5 * best:
             best, since_best = worst, 0
         else:
             since_best += j
         if n_products >= max_iter or since_best > patience:
             why = "stagnated after" if since_best > patience else "did not converge in"
-            U = Q[:, :m] @ top
-            del Q
-            return theta, U, {
-                "converged": False, "why": why, "products": n_products, "scale": scale,
-                "worst": worst, "AU": AQ[:, :m] @ top, **images,
-            }
+            status = {"converged": False, "why": why, "worst": worst}
+            break
         W = _orthonormal_block(W.copy(), Q[:, :m], rng, scale)
         if m + W.shape[1] > m_max:
             # Thick restart: keep the best Ritz vectors (with their images under A).
@@ -971,4 +963,9 @@ def _block_lanczos(
             m = keep
             W = _orthonormal_block(W, Q[:, :m], rng, scale)
         block = W
+    U = Q[:, :m] @ top
+    del Q  # the basis, its image and both results are never resident at once
+    return theta, U, {
+        **status, "products": n_products, "scale": scale, "AU": AQ[:, :m] @ top, **images,
+    }
 
