@@ -9,6 +9,12 @@ Each builder returns an :class:`Explorer` (an ``ipywidgets.VBox``) with
 * ``hint``: a one-line ``Label`` under the controls (how to move a slider by one
   step with the keyboard), or ``None``.
 
+An :func:`answer_recorder` on an explorer's control is refreshed by the explorer itself,
+first in every update: the kernel sends the recorder's new line before the status line and
+the figure, so whenever the status line shows a σ, the line to copy already shows the same σ
+(observed separately, the recorder was refreshed only after the figure was rendered, and a
+student could copy the previous value while the status line said "separated").
+
 The sliders of the builders are as wide as the notebook (``SLIDER_LAYOUT``): on a
 narrow slider a pixel of mouse movement jumps over whole windows of good values.
 
@@ -21,6 +27,7 @@ otherwise swallow an exception raised in a callback; an explorer keeps it in
 from __future__ import annotations
 
 import io
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +76,10 @@ KEYBOARD_HINT = (
 )
 
 
+# The explorer that owns a control (answer_recorder refreshes through it, in order).
+_EXPLORER_OF: weakref.WeakKeyDictionary[w.Widget, Explorer] = weakref.WeakKeyDictionary()
+
+
 class Explorer(w.VBox):
     """A control panel, a figure and the pure function that links them.
 
@@ -108,6 +119,7 @@ class Explorer(w.VBox):
         self.result: dict[str, Any] = {}
         self.last_error: BaseException | None = None
         self.n_updates = 0
+        self._followers: list[Callable[[], None]] = []
         self._compute = compute
         self._draw = draw
         controls_box = w.HBox(list(controls.values()), layout=w.Layout(flex_flow="row wrap"))
@@ -115,6 +127,7 @@ class Explorer(w.VBox):
         super().__init__([controls_box, *hint_row, self.status, self.output], **kwargs)
         for control in controls.values():
             control.observe(self._on_change, names="value")
+            _EXPLORER_OF[control] = self
         self.update()
 
     def __repr__(self) -> str:
@@ -137,9 +150,20 @@ class Explorer(w.VBox):
         except Exception:  # kept in last_error and shown; see update()
             pass
 
+    def follow(self, refresh: Callable[[], None]) -> None:
+        """Run ``refresh()`` now and first in every update, before the status and figure."""
+        self._followers.append(refresh)
+        refresh()
+
     def update(self) -> dict[str, Any]:
-        """Recompute and redraw for the current control values; re-raises errors."""
+        """Recompute and redraw for the current control values; re-raises errors.
+
+        Followers (:func:`answer_recorder`) are refreshed first, then the status line, then
+        the figure, so nothing the student sees is newer than the line they copy.
+        """
         values = self.values
+        for refresh in self._followers:
+            refresh()
         try:
             result = self._compute(**values)
             self.figure.clear()
@@ -357,7 +381,9 @@ def answer_recorder(control: w.ValueWidget, variable: str, fmt: str = "{:.4g}") 
     """Show the line a student copies into the answer cell for the control's current value.
 
     The graded answer is the line in the notebook, never widget state, so it
-    survives saving, closing and re-running the notebook.
+    survives saving, closing and re-running the notebook. When ``control`` belongs to an
+    :class:`Explorer`, the explorer refreshes the line first in each update, so the line is
+    never older than the status line or the figure shown with it.
 
     Returns
     -------
@@ -372,6 +398,10 @@ def answer_recorder(control: w.ValueWidget, variable: str, fmt: str = "{:.4g}") 
             f"<code>{variable} = {fmt.format(control.value)}</code>"
         )
 
-    control.observe(refresh, names="value")
-    refresh()
+    explorer = _EXPLORER_OF.get(control)
+    if explorer is not None:
+        explorer.follow(refresh)
+    else:
+        control.observe(refresh, names="value")
+        refresh()
     return label

@@ -632,6 +632,66 @@ def test_answer_recorder_follows_the_slider(moons):
     assert ex.result["accuracy"] == 1.0
 
 
+def _watch_order(ex: kw.Explorer, label: w.HTML, control: w.ValueWidget, fmt: str) -> list[str]:
+    """Each time the status line or the figure changes, whether the recorder's line already
+    shows the control's value (what a student reading the status line would copy)."""
+    stale: list[str] = []
+
+    def seen(what: str):
+        def note(_change) -> None:
+            line, name, value = recorded(label)
+            expected = f"{name} = {fmt.format(control.value)}"
+            if line != expected:
+                stale.append(f"{what} changed while the recorder showed {line!r}, not {expected!r}")
+        return note
+
+    ex.status.observe(seen("status"), names="value")
+    ex.output.observe(seen("figure"), names="outputs")
+    return stale
+
+
+def test_answer_recorder_is_never_older_than_the_status_line(moons):
+    """The explorer refreshes its recorder before its status line and figure, so a student
+    who reads "separated" copies that σ, however fast the slider moves (issue: the recorder
+    was refreshed after the figure, and lagged the status line in a real browser)."""
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    slider = ex.controls["sigma"]
+    label = kw.answer_recorder(slider, "answer_sigma")
+    stale = _watch_order(ex, label, slider, "{:.4g}")
+    updates = ex.n_updates
+    for k in range(30):  # arrow-key presses in a row, then a drag back
+        slider.value = 10 ** (np.log10(0.3) - k * kw.SIGMA_STEP)
+    slider.value = 0.2
+    assert ex.n_updates == updates + 31
+    assert stale == []
+    assert recorded(label)[0] == "answer_sigma = 0.2"
+    assert "σ = 0.2000" in ex.status.value
+
+
+def test_answer_recorder_of_an_integer_explorer_is_refreshed_first(faces):
+    pca, images, names = faces
+    ex = kw.eigenface_explorer(pca, images, shape=(25, 25), names=names, r=5)
+    label = kw.answer_recorder(ex.controls["r"], "answer_r", fmt="{:d}")
+    stale = _watch_order(ex, label, ex.controls["r"], "{:d}")
+    for r in (6, 7, 12, 3):
+        ex.controls["r"].value = r
+    assert stale == []
+    assert recorded(label)[0] == "answer_r = 3"
+
+
+def test_answer_recorder_follows_a_failing_update(moons):
+    """An update that raises still moves the line with the slider (the status shows the error)."""
+    X, y = moons
+    ex = kw.sigma_explorer(X, y, sigma=1.0)
+    label = kw.answer_recorder(ex.controls["sigma"], "answer_sigma")
+    ex._compute = lambda **_: 1 / 0  # noqa: SLF001 (a compute that fails)
+    ex.controls["sigma"].value = 0.5
+    assert isinstance(ex.last_error, ZeroDivisionError)
+    assert recorded(label)[0] == "answer_sigma = 0.5"
+    assert "ZeroDivisionError" in ex.status.value
+
+
 def test_answer_recorder_rounds_and_formats():
     slider = w.FloatLogSlider(value=0.123456, base=10, min=-2, max=1)
     label = kw.answer_recorder(slider, "answer_sigma")

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .conftest import ROOT, TIMEOUT_MS, VIEWPORT, shot
+from .conftest import LAB_LOG, ROOT, TIMEOUT_MS, VIEWPORT, open_lab, shot
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -45,7 +45,7 @@ RUN_FINISHED = """() => {
 
 def open_notebook(page, lab, path: Path):
     """Open a notebook in a clean workspace and wait until its kernel is idle."""
-    page.goto(lab.open_url(path.name))
+    open_lab(page, lab.open_url(path.name), path.stem, LAB_LOG)
     panel = page.locator(".jp-NotebookPanel")
     expect(panel).to_be_visible()
     expect(page.locator("#jp-main-statusbar")).to_contain_text("Python 3 (ipykernel) | Idle")
@@ -251,13 +251,14 @@ def _answer_cell_source(saved: Path, solution_path: Path) -> str:
     return sources[cell_id]
 
 
-def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
+def run_to_the_explorer(page, served, name: str):
+    """Open the σ exercise and run it with Shift+Enter from the set-up cell down to the
+    explorer's cell, as a student does; return the panel, the explorer's cell and the
+    exercise and solution paths."""
     exercise, solution = _sigma_exercise()
     notebook = served.serve(exercise)
     panel = open_notebook(page, served, notebook)
-    shot(page, "exercise_sigma-1-opened")
-
-    # Run the set-up cell and the explorer's cell, as a student does (Shift+Enter).
+    shot(page, f"{name}-1-opened")
     setup = panel.locator(".jp-CodeCell").first
     demo = code_cell(panel, "sigma_explorer(")
     setup.locator(".jp-InputPrompt").click()
@@ -267,15 +268,25 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
         if re.fullmatch(r"\[\d+\]:", demo.locator(".jp-InputPrompt").text_content().strip()):
             break
     else:
-        shot(page, "exercise_sigma-1b-explorer-never-ran")
+        shot(page, f"{name}-1b-explorer-never-ran")
         pytest.fail("Shift+Enter from the set-up cell never ran the explorer's cell")
     assert_cells_ran_cleanly_above(panel, demo)
+    return panel, demo, notebook, solution
 
+
+def explorer_parts(demo):
+    """The explorer of the σ exercise: (slider, readout, status line, recorder's line)."""
     explorer = demo.locator(".jp-OutputArea-output .widget-vbox").first
     slider = explorer.locator(".widget-slider")
     readout = slider.locator(".widget-readout")
     status = explorer.locator(".widget-html").first
     recorder = demo.locator(".widget-html", has_text="Copy this line").locator("code")
+    return explorer, slider, readout, status, recorder
+
+
+def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
+    panel, demo, notebook, solution = run_to_the_explorer(page, served, "exercise_sigma")
+    explorer, slider, readout, status, recorder = explorer_parts(demo)
     expect(slider.locator(".widget-label")).to_have_text("σ")
     expect(status).to_contain_text("classifies")
     expect(status).not_to_contain_text("separated.")
@@ -346,3 +357,52 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
         check(SIGMA_QUESTION, namespace)  # raises CheckFailed when any check fails
     finally:
         del os.environ["KPCA_CHECKS_RAISE"]
+
+
+# Installed on the explorer's cell before the slider moves: at every change of the page, the
+# σ of the status line and of the line to copy. The slider only moves right, so a line
+# older than the status line shows a smaller σ (both show 4 significant digits).
+WATCH_LINE_AND_STATUS = """cell => {
+  const sigma = (text, pattern) => { const m = text.match(pattern); return m ? parseFloat(m[1]) : null; };
+  window.kpcaStale = [];
+  window.kpcaSeen = 0;
+  new MutationObserver(() => {
+    const status = cell.querySelector('.widget-vbox .widget-html');
+    const code = [...cell.querySelectorAll('.widget-html')]
+      .filter(h => h.textContent.includes('Copy this line')).map(h => h.querySelector('code'))[0];
+    if (!status || !code) return;
+    const shown = sigma(status.textContent, /σ = ([0-9.]+)/);
+    const line = sigma(code.textContent, /answer_sigma = ([0-9.e+-]+)/);
+    window.kpcaSeen += 1;
+    if (shown !== null && line !== null && line < shown)
+      window.kpcaStale.push(`status σ = ${shown} while the line said ${code.textContent}`);
+  }).observe(cell, {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
+
+
+def test_recorder_keeps_up_with_a_fast_slider(served, page):
+    """Many arrow-key presses in a row: the line to copy is never older than the status line,
+    and once the kernel is idle it shows the readout's σ."""
+    panel, demo, _, _ = run_to_the_explorer(page, served, "fast_slider")
+    explorer, slider, readout, status, recorder = explorer_parts(demo)
+    expect(recorder).to_have_text(re.compile(r"^answer_sigma = "))
+    start = float(readout.inner_text())
+    demo.evaluate(WATCH_LINE_AND_STATUS)
+    handle = slider.locator(".noUi-handle")
+    centre(explorer)
+    handle.focus()
+    presses = 30
+    for _ in range(presses):  # as fast as a held-down key, far faster than the kernel redraws
+        page.keyboard.press("ArrowRight")
+    final = float(readout.inner_text())
+    assert final > start, (start, final)
+    expect(recorder).to_have_text(f"answer_sigma = {final:.4g}")
+    expect(status).to_contain_text(f"σ = {final:#.4g}")
+    wait_until_run(page)  # the kernel is idle: every slider message has been handled
+    assert float(readout.inner_text()) == final
+    assert recorder.inner_text().strip() == f"answer_sigma = {final:.4g}"
+    stale = page.evaluate("window.kpcaStale")
+    seen = page.evaluate("window.kpcaSeen")
+    shot(page, "fast_slider-2-after")
+    assert seen > 0, "the page never changed while the slider moved"
+    assert stale == [], "\n".join(stale)
