@@ -54,7 +54,18 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1400, "height": 900}
 TIMEOUT_MS = 60_000  # two shared cores: be patient, but never sleep blindly
-START_TIMEOUT_S = 120
+START_TIMEOUT_S = 180  # a limit, not a delay: every wait ends as soon as its signal shows
+
+# JupyterLab's own signals, in the order they come: the page's scripts have built the
+# application shell (#main), then the splash screen it shows while restoring the workspace is
+# gone (app.restored), so the documents it opens are on the page.
+LAB_STAGES = (
+    ("its scripts built the application shell (#main)",
+     "() => document.querySelector('#main') !== null"),
+    ("it restored the workspace (the splash screen #jupyterlab-splash is gone)",
+     "() => document.querySelector('#main') !== null"
+     " && document.querySelector('#jupyterlab-splash') === null"),
+)  # fmt: skip
 
 _FAILED = pytest.StashKey[bool]()
 
@@ -93,6 +104,34 @@ def shot(page, name: str) -> Path:
 
 
 # --------------------------------------------------------------------------- JupyterLab
+
+
+def open_lab(page, url: str, name: str, log: Path | None = None) -> None:
+    """Open JupyterLab at ``url`` and wait for its own readiness signals (``LAB_STAGES``).
+
+    Each stage is waited for until it shows (at most ``START_TIMEOUT_S``); a page that does not
+    come up fails the test naming the stage it stopped at, with a screenshot
+    (``build/screenshots/NAME-not-ready.png``) and the end of the server's log.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    # "commit": the navigation itself; the page's scripts may take long on a busy machine,
+    # and the stages below wait for what they build rather than for the load event.
+    page.goto(url, wait_until="commit", timeout=START_TIMEOUT_S * 1000)
+    for stage, condition in LAB_STAGES:
+        try:
+            page.wait_for_function(condition, timeout=START_TIMEOUT_S * 1000)
+        except PlaywrightTimeout:
+            picture = shot(page, f"{name}-not-ready")
+            tail = ""
+            if log is not None and log.exists():
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            pytest.fail(
+                f"JupyterLab's page did not come up within {START_TIMEOUT_S} s: it never showed "
+                f"that {stage}. Screenshot: {picture}. Browser console: "
+                f"{getattr(page, 'console_log', [])[-10:]}. Server log (end):\n{tail}",
+                pytrace=False,
+            )
 
 
 def _free_port() -> int:

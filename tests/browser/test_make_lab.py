@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import ROOT, _free_port, require_browser, shot
+from .conftest import ROOT, START_TIMEOUT_S, TIMEOUT_MS, _free_port, open_lab, require_browser, shot
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -30,7 +30,6 @@ expect = sync_api.expect
 pytestmark = pytest.mark.browser
 
 LECTURE_01 = "notebooks/01_issues_with_pca.ipynb"
-START_TIMEOUT_S = 120
 
 
 def make_lab_command() -> list[str]:
@@ -40,6 +39,33 @@ def make_lab_command() -> list[str]:
     lines = [line for line in out.splitlines() if "jupyter lab" in line]
     assert len(lines) == 1, out
     return shlex.split(lines[0])
+
+
+def wait_until_ready(proc: subprocess.Popen, port: int, token: str, log_path) -> str:
+    """The URL `make lab` printed, once the server answers its own readiness probe
+    (``/api/status`` with the token); fails naming what it waited for and the log."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    printed = None
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"`make lab` exited with {proc.returncode}:\n{log_path.read_text()}")
+        if printed is None:
+            found = re.findall(rf"http://127\.0\.0\.1:{port}/\S+", log_path.read_text())
+            printed = found[-1] if found else None
+        if printed is not None:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
+                                             headers={"Authorization": f"token {token}"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    if response.status == 200:
+                        return printed
+            except (OSError, urllib.error.URLError):
+                pass
+        if time.monotonic() > deadline:
+            waited = "the URL for the student" if printed is None else "an answer on /api/status"
+            pytest.fail(f"`make lab` did not print {waited} within {START_TIMEOUT_S} s; "
+                        f"its log:\n{log_path.read_text()}")
+        time.sleep(0.2)  # polling the server's signal, not waiting for it
 
 
 def test_make_lab_opens_lecture_01_without_news(page, tmp_path):
@@ -58,15 +84,7 @@ def test_make_lab_opens_lecture_01_without_news(page, tmp_path):
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        printed = None
-        while printed is None:
-            assert proc.poll() is None, log_path.read_text()
-            found = re.findall(rf"http://127\.0\.0\.1:{port}/\S+", log_path.read_text())
-            printed = found[-1] if found else None
-            if printed is None:
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.2)
+        printed = wait_until_ready(proc, port, token, log_path)
         # The URL printed for the student opens lecture 01, not the Launcher.
         assert printed.startswith(f"http://127.0.0.1:{port}/lab/tree/{LECTURE_01}?token="), printed
 
@@ -78,12 +96,13 @@ def test_make_lab_opens_lecture_01_without_news(page, tmp_path):
         defaults = {k: schema[k].get("default") for k in ("fetchNews", "checkForUpdates")}
         assert defaults == {"fetchNews": "false", "checkForUpdates": False}, defaults
 
-        page.goto(printed.split("?")[0] + f"?token={token}")  # the log hides the token
+        # the log hides the token
+        open_lab(page, printed.split("?")[0] + f"?token={token}", "make-lab", log_path)
         tab = page.locator(".lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel",
                            has_text="01_issues_with_pca.ipynb")
-        expect(tab.first).to_be_visible(timeout=60_000)
-        expect(page.locator(".jp-NotebookPanel").first).to_be_visible()
-        expect(page.locator(".jp-Launcher")).to_have_count(0)
+        expect(tab.first).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.locator(".jp-NotebookPanel").first).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.locator(".jp-Launcher")).to_have_count(0, timeout=TIMEOUT_MS)
         shot(page, "make-lab-lecture-01")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
