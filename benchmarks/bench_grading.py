@@ -24,7 +24,7 @@ import nbformat
 
 from kpca_lib.course.cli import main
 from kpca_lib.course.grading import grade as grade_module
-from kpca_lib.course.grading.notebooks import meta, with_answers
+from kpca_lib.course.grading.judge.notebooks import meta, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 

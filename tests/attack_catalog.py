@@ -122,9 +122,9 @@ while time.time() < deadline:
 SIGNER = r'''
 import os, sys, json, time, hmac, hashlib
 M = json.loads(sys.argv[2])
-from kpca_lib.course.grading.evaluate import probe_payload
-from kpca_lib.course.grading.plain import decode, dumps
-from kpca_lib.course.grading.registry import get_question
+from kpca_lib.course.grading.judge.evaluate import probe_payload
+from kpca_lib.course.grading.judge.plain import decode, dumps
+from kpca_lib.course.grading.judge.registry import get_question
 ns = {}
 for d in M["soldirs"]:
     try:

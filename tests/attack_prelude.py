@@ -189,7 +189,7 @@ try:
 except Exception:
     pass
 try:
-    import kpca_lib.course.grading.kernel_side as _ks
+    import kpca_lib.course.grading.run.kernel_side as _ks
     _orig = _ks.install
 
     def _install(namespace, *a, **k):

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import nbformat
 
-from kpca_lib.course.grading.notebooks import meta, with_answers
+from kpca_lib.course.grading.judge.notebooks import meta, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"

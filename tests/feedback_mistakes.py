@@ -32,7 +32,7 @@ from typing import Any
 
 import nbformat
 
-from kpca_lib.course.grading.notebooks import load_questions, meta, with_answers
+from kpca_lib.course.grading.judge.notebooks import load_questions, meta, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 

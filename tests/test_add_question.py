@@ -22,7 +22,7 @@ from test_grading import sandbox_or_skip
 
 from kpca_lib.course.checks import CheckFailed
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.notebooks import meta, read_solution, with_answers
+from kpca_lib.course.grading.judge.notebooks import meta, read_solution, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"

@@ -98,7 +98,7 @@ print("no dask")
 
 
 def test_cluster_argument_is_checked_before_anything(tmp_path, capsys):
-    from kpca_lib.course.grading.cluster import parse_cluster
+    from kpca_lib.course.grading.run.cluster import parse_cluster
 
     assert parse_cluster("local:3") == ("local", 3)
     assert parse_cluster("tcp://10.0.0.5:8786") == ("address", "tcp://10.0.0.5:8786")
@@ -149,8 +149,8 @@ def test_a_worker_killed_mid_batch_loses_no_grade(tmp_path, client):
     """The task of one submission kills its own worker (SIGKILL) on its first attempt,
     after the notebook ran and before the result is returned: the scheduler runs it
     again on a live worker; every row is recorded once, with the grades of a local run."""
-    from kpca_lib.course.grading.cluster import ClusterRunner
     from kpca_lib.course.grading.grade import grade_batch
+    from kpca_lib.course.grading.run.cluster import ClusterRunner
 
     sandbox = sandbox_or_skip()
     nb = student_copy()
@@ -163,7 +163,7 @@ def test_a_worker_killed_mid_batch_loses_no_grade(tmp_path, client):
     flag = tmp_path / "killed-worker-pid"
 
     def die_once(payload):  # defined here: Dask ships it to the workers by value
-        from kpca_lib.course.grading.cluster import run_remote
+        from kpca_lib.course.grading.run.cluster import run_remote
 
         result = run_remote(payload)
         if "the worker running this dies once" in payload["notebook"] and not flag.exists():
@@ -189,8 +189,8 @@ def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, clie
     """Every attempt raises (retries included): the row is `crashed` by the grader, with the
     reason, and the other rows are unaffected; nothing is left pending. (The canary, the
     instructor's solution graded first, runs: the cluster breaks after it.)"""
-    from kpca_lib.course.grading.cluster import ClusterRunner, run_remote
     from kpca_lib.course.grading.grade import grade_batch
+    from kpca_lib.course.grading.run.cluster import ClusterRunner, run_remote
 
     attempts = tmp_path / "attempts"
     attempts.mkdir()
@@ -220,8 +220,8 @@ def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, clie
 
 def test_a_cluster_that_runs_nothing_stops_before_grading(tmp_path, client):
     """The canary cannot run either: the grader stops, says why, and writes no row."""
-    from kpca_lib.course.grading.cluster import ClusterRunner
     from kpca_lib.course.grading.grade import CanaryFailed, grade_batch
+    from kpca_lib.course.grading.run.cluster import ClusterRunner
 
     def broken(payload):
         raise OSError(28, "No space left on device")
@@ -235,7 +235,7 @@ def test_a_cluster_that_runs_nothing_stops_before_grading(tmp_path, client):
 
 
 def test_workers_must_run_the_graders_code():
-    from kpca_lib.course.grading.cluster import check_worker, source_digest
+    from kpca_lib.course.grading.run.cluster import check_worker, source_digest
 
     assert check_worker("none", source_digest()) == ""
     assert "different kpca_lib" in check_worker("none", "0" * 64)
@@ -245,7 +245,7 @@ def test_local_cluster_refuses_a_client_without_its_certificate():
     """local:N listens on 127.0.0.1 over mutual TLS: another local user cannot connect."""
     import distributed
 
-    from kpca_lib.course.grading.cluster import open_cluster
+    from kpca_lib.course.grading.run.cluster import open_cluster
 
     with open_cluster("local:1", sandbox="none") as runner:
         address = runner.client.scheduler.address
@@ -259,7 +259,7 @@ def test_local_cluster_refuses_a_client_without_its_certificate():
 
 
 def test_scheduler_file_and_address_reach_the_same_scheduler(tmp_path, client):
-    from kpca_lib.course.grading.cluster import open_cluster
+    from kpca_lib.course.grading.run.cluster import open_cluster
 
     address = client.scheduler.address
     scheduler_file = tmp_path / "scheduler.json"

@@ -28,7 +28,7 @@ from kpca_lib.course.edition import (
     read_tests_manifest,
     scan,
 )
-from kpca_lib.course.grading.notebooks import meta
+from kpca_lib.course.grading.judge.notebooks import meta
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"

@@ -26,11 +26,18 @@ from test_grading import sandbox_or_skip
 
 from kpca_lib.course.checks import _History
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.dependencies import binds, reads, references
-from kpca_lib.course.grading.evaluate import Answers, run_checks
-from kpca_lib.course.grading.notebooks import grading_notebook, read_solution, with_answers
-from kpca_lib.course.grading.plain import CheckError, Slip, as_array, as_bool, note, unanswerable
-from kpca_lib.course.grading.questions import Check, Question, call, forbidden_calls
+from kpca_lib.course.grading.judge.dependencies import binds, reads, references
+from kpca_lib.course.grading.judge.evaluate import Answers, run_checks
+from kpca_lib.course.grading.judge.notebooks import grading_notebook, read_solution, with_answers
+from kpca_lib.course.grading.judge.plain import (
+    CheckError,
+    Slip,
+    as_array,
+    as_bool,
+    note,
+    unanswerable,
+)
+from kpca_lib.course.grading.judge.questions import Check, Question, call, forbidden_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,7 +147,7 @@ def test_an_answer_that_cannot_be_evaluated_fails_every_check_and_is_reported_on
         return str(as_array(answers["W"], "W"))
 
     answers = Answers({"W": None})
-    answers["W"] = __import__("kpca_lib.course.grading.plain", fromlist=["AnswerError"]).AnswerError(
+    answers["W"] = __import__("kpca_lib.course.grading.judge.plain", fromlist=["AnswerError"]).AnswerError(
         "gram_pca raised ValueError: boom")
     results = run_checks(_question(needs, needs), answers, {})
     assert [r.passed for r in results] == [False, False]
@@ -169,7 +176,7 @@ def test_an_explanation_replaces_a_misleading_diagnosis():
 
 
 def test_transposed_arrays_are_read_as_meant_and_noted():
-    from kpca_lib.course.grading.plain import decode, encode, noting
+    from kpca_lib.course.grading.judge.plain import decode, encode, noting
 
     with noting() as notes:
         A = as_array(decode(encode(np.ones((3, 5), dtype=np.float32))), "Z", shape=(5, 3))

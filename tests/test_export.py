@@ -14,9 +14,9 @@ import io
 import pytest
 
 from kpca_lib.course.grading import export as ex
-from kpca_lib.course.grading.gradebook import format_points
-from kpca_lib.course.grading.policy import finalize, parse_adjustments, parse_policy
-from kpca_lib.course.grading.roster import Roster, RosterEntry, RosterError, parse_roster
+from kpca_lib.course.grading.record.gradebook import format_points
+from kpca_lib.course.grading.record.policy import finalize, parse_adjustments, parse_policy
+from kpca_lib.course.grading.record.roster import Roster, RosterEntry, RosterError, parse_roster
 
 A = "01_feature_maps"
 POINTS = {"q1_phi_p3": 3.0, "q1_phi_p4": 3.0, "q2_feature_count": 6.0}

@@ -31,8 +31,8 @@ from feedback_mistakes import (
 from test_grading import sandbox_or_skip
 
 from kpca_lib.course.grading.grade import _md
-from kpca_lib.course.grading.notebooks import read_solution
-from kpca_lib.course.grading.questions import call, call_with
+from kpca_lib.course.grading.judge.notebooks import read_solution
+from kpca_lib.course.grading.judge.questions import call, call_with
 
 
 def _points() -> dict[str, float]:

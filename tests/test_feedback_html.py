@@ -2,7 +2,7 @@
 
 * The Markdown without a final grade is byte for byte what the grader writes today
   (:func:`kpca_lib.course.grading.grade._feedback`), for plain and hostile rows.
-* With a :class:`~kpca_lib.course.grading.policy.Final`, both documents show the final
+* With a :class:`~kpca_lib.course.grading.record.policy.Final`, both documents show the final
   score and how it was computed (adjustments and their reasons, by-hand questions, late
   work), never the instructor's warnings.
 * The HTML page loads nothing and runs nothing, whatever the student's text: parsed with
@@ -29,8 +29,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kpca_lib.course.grading.evaluate import CheckResult
-from kpca_lib.course.grading.feedback import (
+from kpca_lib.course.grading.grade import Row, _feedback, _record
+from kpca_lib.course.grading.handback.feedback import (
     MAX_NAME_CHARS,
     feedback_html,
     feedback_markdown,
@@ -38,10 +38,10 @@ from kpca_lib.course.grading.feedback import (
     tex_mathml,
     zip_folder,
 )
-from kpca_lib.course.grading.grade import Row, _feedback, _record
-from kpca_lib.course.grading.notebooks import read_solution
-from kpca_lib.course.grading.policy import finalize, parse_adjustments, parse_policy
-from kpca_lib.course.grading.text import markdown_text, one_line
+from kpca_lib.course.grading.judge.evaluate import CheckResult
+from kpca_lib.course.grading.judge.notebooks import read_solution
+from kpca_lib.course.grading.record.policy import finalize, parse_adjustments, parse_policy
+from kpca_lib.course.grading.record.text import markdown_text, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = read_solution(ROOT / "solutions" / "01_feature_maps.ipynb")

@@ -1,6 +1,6 @@
 """The gradebook loses nothing: incremental atomic rows, --resume, --merge, a guarded --out.
 
-Unit tests of :mod:`kpca_lib.course.grading.gradebook` (no kernel), then a few batches
+Unit tests of :mod:`kpca_lib.course.grading.record.gradebook` (no kernel), then a few batches
 graded end to end with ``--sandbox none`` (each kernel costs ~1-2 s). No test depends on
 timing: the killed-grader test polls the gradebook and gates a submission on a file.
 """
@@ -28,8 +28,8 @@ import pytest
 from kpca_lib.course.cli import EXIT_GRADER_FAILURE, EXIT_INCOMPLETE, EXIT_USAGE, main
 from kpca_lib.course.grading import gradebook as gb
 from kpca_lib.course.grading.grade import _read_submission
-from kpca_lib.course.grading.handed_in import link_counts
-from kpca_lib.course.grading.notebooks import extract_answers, read_solution, with_answers
+from kpca_lib.course.grading.judge.notebooks import extract_answers, read_solution, with_answers
+from kpca_lib.course.grading.run.handed_in import link_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"
@@ -617,7 +617,7 @@ def test_full_gradebook_disk_exits_nonzero_and_keeps_what_it_wrote(tmp_path, tin
 
 
 def test_default_sandbox_is_bwrap_and_recorded(tmp_path):
-    """Passes once the bwrap sandbox (kpca_lib.course.grading.sandbox) is merged."""
+    """Passes once the bwrap sandbox (kpca_lib.course.grading.run.sandbox) is merged."""
     out = tmp_path / "out"
     rc = main(["grade", "--assignment", ASSIGNMENT, "--out", str(out), "--jobs", "1",
                str(save(tmp_path / "full.ipynb", full_copy()))])
@@ -647,7 +647,7 @@ def synthetic(status: str, per: dict[str, float], failed: tuple[str, ...] = (), 
 
 
 def test_summary_counts_scores_and_most_failed_checks():
-    from kpca_lib.course.grading.summary import summarize
+    from kpca_lib.course.grading.record.summary import summarize
 
     full = {q: 3.0 for q in Q}
     rows = [
@@ -687,7 +687,7 @@ def test_summary_counts_scores_and_most_failed_checks():
 
 
 def test_summary_markdown_and_figure():
-    from kpca_lib.course.grading.summary import summarize, summary_markdown, summary_png
+    from kpca_lib.course.grading.record.summary import summarize, summary_markdown, summary_png
 
     full = {q: 3.0 for q in Q}
     rows = [synthetic("graded", full), synthetic("graded", {**full, Q[2]: 0.0},
@@ -718,7 +718,12 @@ def test_summary_markdown_and_figure():
 
 
 def test_summary_of_an_empty_or_all_invalid_batch():
-    from kpca_lib.course.grading.summary import score_bins, summarize, summary_markdown, summary_png
+    from kpca_lib.course.grading.record.summary import (
+        score_bins,
+        summarize,
+        summary_markdown,
+        summary_png,
+    )
 
     empty = summarize([], POINTS, assignment=ASSIGNMENT)
     assert (empty.n, empty.mean, empty.median, empty.checks, empty.timed) == (0, None, None, [], 0)

@@ -1,15 +1,18 @@
 """The gradebook of a fixed batch, byte for byte: what an instructor's files hold must not change
 when the grader's code is moved or cut differently.
 
-A fixed batch (six submissions of 01_feature_maps: full marks, blank, one question wrong, a cell
-that raises, a ``.py`` handed in, a name that looks like another's), a fixed seed, fixed file
-times and a late-work policy, graded through the command line with ``--jobs 2``. Its
+A fixed batch (six submissions of 01_feature_maps, stored in ``tests/data/golden_batch/``: full
+marks, blank, one question wrong, a cell that raises, a ``.py`` handed in, a name that looks like
+another's), a fixed seed, fixed file times and a late-work policy, graded through the command line
+with ``--jobs 2``. Its
 ``grades.csv``, ``grades.json``, ``feedback/`` and ``students/`` are compared with
 ``tests/data/golden_gradebook/``. Only what is not the grader's to decide is normalised: the
 folders of this run (temporary paths) and the notebooks' wall-clock run times.
 
-After an intended change of the gradebook's content, rewrite the stored files with
-``KPCA_UPDATE_GOLDEN=1 pytest tests/test_gradebook_golden.py`` and review the diff.
+After an intended change of the gradebook's content, rewrite the stored gradebook with
+``KPCA_UPDATE_GOLDEN=1 pytest tests/test_gradebook_golden.py`` and review the diff; with
+``KPCA_UPDATE_GOLDEN=batch`` the submissions are built again from ``solutions/`` and
+``exercises/`` too (after a change of the assignment).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import nbformat
 import pytest
 
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.notebooks import with_answers
+from kpca_lib.course.grading.judge.notebooks import with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden_gradebook"
+BATCH = ROOT / "tests" / "data" / "golden_batch"
 ASSIGNMENT = "01_feature_maps"
 SEED = "golden-gradebook-seed"
 COMPARED = ("grades.csv", "grades.json", "feedback", "students")
@@ -43,32 +47,43 @@ submitted = "file"
 """
 
 
-def _submissions(folder: Path) -> None:
+def _build_batch(folder: Path) -> None:
+    """Write the batch's submissions (only with ``KPCA_UPDATE_GOLDEN=batch``)."""
     solution = nbformat.read(ROOT / "solutions" / f"{ASSIGNMENT}.ipynb", as_version=4)
     exercise = nbformat.read(ROOT / "exercises" / f"{ASSIGNMENT}.ipynb", as_version=4)
 
     def cell(nb, cid):
         return next(c for c in nb.cells if c.id == cid)
 
-    def save(student: str, nb, when: int, name: str = f"{ASSIGNMENT}.ipynb") -> None:
+    def save(student: str, nb, name: str = f"{ASSIGNMENT}.ipynb") -> None:
         path = folder / student / name
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
-        os.utime(path, (when, when))
 
-    save("alice", with_answers(exercise, solution), ON_TIME)
-    save("bob", exercise, ON_TIME)
+    save("alice", with_answers(exercise, solution))
+    save("bob", exercise)
     partial = with_answers(exercise, solution)
     cell(partial, "q1-p4-answer").source = cell(exercise, "q1-p4-answer").source
-    save("carol", partial, LATE)
+    save("carol", partial)
     raising = with_answers(exercise, solution)
     cell(raising, "q2-answer").source = "raise ValueError('not done yet')\n"
-    save("dave", raising, ON_TIME)
+    save("dave", raising)
     script = folder / "erin" / f"{ASSIGNMENT}.py"
     script.parent.mkdir(parents=True)
     script.write_text("print('a script, not a notebook')\n")
-    os.utime(script, (ON_TIME, ON_TIME))
-    save("a1ice", with_answers(exercise, solution), ON_TIME)  # looks like alice
+    save("a1ice", with_answers(exercise, solution))  # looks like alice
+
+
+def _submissions(folder: Path) -> None:
+    """The stored batch, copied, with its file times: carol's is late."""
+    if os.environ.get("KPCA_UPDATE_GOLDEN") == "batch":
+        shutil.rmtree(BATCH, ignore_errors=True)
+        _build_batch(BATCH)
+    shutil.copytree(BATCH, folder)
+    for path in folder.rglob("*"):
+        if path.is_file():
+            when = LATE if path.parent.name == "carol" else ON_TIME
+            os.utime(path, (when, when))
 
 
 def _normalised(path: Path, tmp: Path) -> bytes:

@@ -21,8 +21,8 @@ import pytest
 
 from kpca_lib.course.cli import main
 from kpca_lib.course.grading.grade import _md
-from kpca_lib.course.grading.notebooks import meta, with_answers
-from kpca_lib.course.grading.plain import AnswerError, decode, dumps, encode, loads
+from kpca_lib.course.grading.judge.notebooks import meta, with_answers
+from kpca_lib.course.grading.judge.plain import AnswerError, decode, dumps, encode, loads
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"
@@ -121,9 +121,9 @@ def build(tmp: Path) -> dict[str, tuple[str, float, dict[str, float]]]:
     cell(nb, "q1-p3-answer").source = (
         "import numpy as np\n"
         "import kpca_lib.course.checks as C\n"
-        "import kpca_lib.course.grading.evaluate as E\n"
-        "import kpca_lib.course.grading.plain as P\n"
-        "import kpca_lib.course.grading.registry as R\n"
+        "import kpca_lib.course.grading.judge.evaluate as E\n"
+        "import kpca_lib.course.grading.judge.plain as P\n"
+        "import kpca_lib.course.grading.judge.registry as R\n"
         "np.allclose = lambda *a, **k: True\n"
         "np.max = lambda *a, **k: 0.0\n"
         "C.check = lambda *a, **k: print('all checks passed')\n"
@@ -266,7 +266,7 @@ def secret(monkeypatch):
 def sandbox_or_skip() -> str:
     """``"bwrap"`` if the grading sandbox works here; under CI a missing sandbox fails, and
     elsewhere the test says why it skips."""
-    from kpca_lib.course.grading.sandbox import SandboxUnavailableError, check_sandbox
+    from kpca_lib.course.grading.run.sandbox import SandboxUnavailableError, check_sandbox
 
     try:
         check_sandbox("bwrap")
@@ -378,7 +378,7 @@ def test_batch_summary_progress_and_run_times(tmp_path, capsys):
     """A small sandboxed batch, its output captured (not a terminal): a start line and one
     progress line per submission with an ETA, the run time of every row, summary.md (the
     pure summary of grades.json) and summary.png, and the summary on stdout."""
-    from kpca_lib.course.grading.summary import summarize, summary_markdown
+    from kpca_lib.course.grading.record.summary import summarize, summary_markdown
 
     sandbox_or_skip()
     (tmp_path / "garbage.ipynb").write_bytes(b"not a notebook")
@@ -438,7 +438,7 @@ def test_report_reader_hands_over_each_notebook_when_the_next_one_starts(tmp_pat
     """The runner reads a worker's report as it grows: a notebook is over (and handed to
     the grader) once the next one's kernel starts; its run time is the worker's clock from
     its kernel's start to its last cell. A line still being written waits."""
-    from kpca_lib.course.grading.runner import Run, _Report
+    from kpca_lib.course.grading.run.runner import Run, _Report
 
     runs = [Run(tmp_path / name / "submission.ipynb", n_cells=2) for name in ("a", "b")]
     report = tmp_path / "report.jsonl"

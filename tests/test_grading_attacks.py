@@ -36,7 +36,7 @@ import nbformat
 import pytest
 from attack_prelude import PRELUDE
 
-from kpca_lib.course.grading.gradebook import CSV_EXTRA, csv_cell, problem
+from kpca_lib.course.grading.record.gradebook import CSV_EXTRA, csv_cell, problem
 
 DUMMY = {"pids": "/nonexistent", "soldirs": []}
 ATTACKS = C.catalog(DUMMY)

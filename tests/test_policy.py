@@ -1,6 +1,6 @@
 """The instructor's policy (policy.toml), adjustments (adjustments.csv) and the final grade.
 
-Pure functions: every rule of :func:`kpca_lib.course.grading.policy.finalize` against a
+Pure functions: every rule of :func:`kpca_lib.course.grading.record.policy.finalize` against a
 grade computed by hand, and every bad input against its message.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kpca_lib.course.grading.policy import (
+from kpca_lib.course.grading.record.policy import (
     PolicyError,
     check_adjustments,
     finalize,
@@ -20,7 +20,7 @@ from kpca_lib.course.grading.policy import (
     parse_policy,
     submission_time,
 )
-from kpca_lib.course.grading.roster import RosterError, parse_roster, student_of
+from kpca_lib.course.grading.record.roster import RosterError, parse_roster, student_of
 
 POINTS = {"q1": 3.0, "q2": 3.0, "q3": 4.0}
 CET = timezone(timedelta(hours=1))
@@ -236,7 +236,7 @@ def test_lateness_is_counted_in_real_hours_across_a_change_of_offset():
 
 
 def test_extensions_for_nobody_are_named():
-    from kpca_lib.course.grading.policy import unknown_extensions
+    from kpca_lib.course.grading.record.policy import unknown_extensions
 
     policy = parse_policy(LATE.replace('bob = "2d"', 'bob = "2d"\nalcie = "1d"'))
     roster = parse_roster("student\ncarol\n")

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.notebooks import meta, read_solution, strip_solutions
+from kpca_lib.course.grading.judge.notebooks import meta, read_solution, strip_solutions
 from kpca_lib.course.release import release
 
 ROOT = Path(__file__).resolve().parents[1]

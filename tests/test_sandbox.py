@@ -20,7 +20,7 @@ import pytest
 
 from kpca_lib.course.grading import sandbox as sb
 from kpca_lib.course.grading.grade import grade_batch
-from kpca_lib.course.grading.runner import Run, run_all
+from kpca_lib.course.grading.run.runner import Run, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
@@ -95,7 +95,7 @@ def test_what_a_sandboxed_kernel_sees(tmp_path):
             "    except OSError:\n        return ''\n"
             "held = [target(fd) for fd in os.listdir('/proc/self/fd')]\n"
             "assert not [t for t in held if 'bwrap-info' in t or t.endswith('.json')], held",
-            "import kpca_lib.course.grading.kernel_side, numpy",
+            "import kpca_lib.course.grading.run.kernel_side, numpy",
         ]
         (folder / "submission.ipynb").write_text(json.dumps(_notebook(cells)))
         run = Run(folder / "submission.ipynb", n_cells=len(cells))

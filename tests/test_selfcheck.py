@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from kpca_lib.course.grading.notebooks import with_answers
+from kpca_lib.course.grading.judge.notebooks import with_answers
 from kpca_lib.course.selfcheck import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Student text is data: what a submission's code prints, raises or names is shown, never obeyed.
 
 Unit tests (no kernel, no sandbox) of the Markdown escaping
-(:mod:`kpca_lib.course.grading.text`), of the real feedback writer with hostile messages,
+(:mod:`kpca_lib.course.grading.record.text`), of the real feedback writer with hostile messages,
 notes, check messages and file names, of ``grades.csv`` (spreadsheet formulas) and of the
 summary; then of the statuses: only what the grader observed (a memory cgroup's OOM kills and
 limit hits) makes a row ``crashed`` for memory, never an exception's name.
@@ -24,7 +24,6 @@ import nbformat
 import pytest
 
 from kpca_lib.course.grading import gradebook as gb
-from kpca_lib.course.grading.evaluate import CheckResult
 from kpca_lib.course.grading.grade import (
     PREAMBLE,
     Row,
@@ -37,10 +36,11 @@ from kpca_lib.course.grading.grade import (
     _md,
     _record,
 )
-from kpca_lib.course.grading.notebooks import grading_notebook, read_solution
-from kpca_lib.course.grading.runner import CellOutcome, Run
-from kpca_lib.course.grading.summary import summarize, summary_markdown
-from kpca_lib.course.grading.text import markdown_text, one_line
+from kpca_lib.course.grading.judge.evaluate import CheckResult
+from kpca_lib.course.grading.judge.notebooks import grading_notebook, read_solution
+from kpca_lib.course.grading.record.summary import summarize, summary_markdown
+from kpca_lib.course.grading.record.text import markdown_text, one_line
+from kpca_lib.course.grading.run.runner import CellOutcome, Run
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"

@@ -1,4 +1,4 @@
-"""The sandbox's syscall filter (:mod:`kpca_lib.course.grading.syscalls`), run for real.
+"""The sandbox's syscall filter (:mod:`kpca_lib.course.grading.run.syscalls`), run for real.
 
 Real processes run in bubblewrap with the filter loaded (``bwrap --seccomp FD``), as the
 grader runs a student's kernel. Each denied call is tried in its own forked child, and

@@ -15,7 +15,7 @@ raises :class:`CheckFailed` (an ``AssertionError``).
 
 The question itself (its names, inputs, probe and public checks) is defined by the
 read-only question cell above the answer (:func:`define_question`, see
-:mod:`kpca_lib.course.grading.registry`).
+:mod:`kpca_lib.course.grading.judge.registry`).
 
 How answers are read (also by the grader)
 -----------------------------------------
@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from .grading.evaluate import (
+from .grading.judge.evaluate import (
     CheckResult,
     make_inputs,
     probe_payload,
@@ -54,7 +54,7 @@ from .grading.evaluate import (
     roundtrip,
     run_checks,
 )
-from .grading.plain import (
+from .grading.judge.plain import (
     CheckError,
     as_array,
     as_bool,
@@ -64,7 +64,7 @@ from .grading.plain import (
     as_map,
     plain_list,
 )
-from .grading.questions import (
+from .grading.judge.questions import (
     FACE_TARGET,
     SIGMA_RANGE,
     Check,
@@ -76,7 +76,7 @@ from .grading.questions import (
     mercer_candidates,
     variable,
 )
-from .grading.registry import define_question, get_question
+from .grading.judge.registry import define_question, get_question
 
 __all__ = [
     "check",

@@ -159,8 +159,9 @@ def _say(text: str, stream: Any = None) -> None:
 
 def _grade(args: argparse.Namespace) -> int:
     from .grading.grade import grade_batch
-    from .grading.gradebook import GradebookWriteError, visible
-    from .grading.summary import format_duration, summary_markdown
+    from .grading.record.gradebook import GradebookWriteError
+    from .grading.record.summary import format_duration, summary_markdown
+    from .grading.record.text import visible
     from .release import default_paths
 
     solutions = Path(args.solutions) if args.solutions else default_paths()[0]
@@ -254,7 +255,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .grading.handback import export_gradebook
+    from .grading.handback.trees import export_gradebook
 
     formats = ["plain", "canvas", "moodle"] if "all" in args.format else list(
         dict.fromkeys(args.format))
@@ -304,7 +305,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def summary_compact(summary: Any) -> str:
-    from .grading.summary import summary_markdown
+    from .grading.record.summary import summary_markdown
 
     return summary_markdown(summary, compact=True)
 
@@ -324,7 +325,7 @@ def _positive_int(text: str) -> int:
 
 
 def _cluster(text: str) -> str:
-    from .grading.cluster import parse_cluster  # does not import Dask
+    from .grading.run.cluster import parse_cluster  # does not import Dask
 
     try:
         parse_cluster(text)

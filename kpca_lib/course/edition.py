@@ -62,7 +62,7 @@ from typing import Any
 
 import nbformat
 
-from .grading.notebooks import BEGIN, END, meta
+from .grading.judge.notebooks import BEGIN, END, meta
 from .release import SOLUTION_GLOB, render
 
 __all__ = [

@@ -1,7 +1,7 @@
 """``kpca-course release``: generate ``exercises/`` from ``solutions/``.
 
 Each ``solutions/NN_*.ipynb`` becomes ``exercises/NN_*.ipynb`` (see
-:func:`kpca_lib.course.grading.notebooks.release_notebook`): every ``### BEGIN SOLUTION`` …
+:func:`kpca_lib.course.grading.judge.notebooks.release_notebook`): every ``### BEGIN SOLUTION`` …
 ``### END SOLUTION`` region becomes a stub, hidden checks and solution-only cells are
 removed, outputs are cleared, cell ids are kept, and check cells are read-only
 (``editable: false``, ``deletable: false``). The output is deterministic, so
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from .grading.notebooks import read_solution, release_notebook
+from .grading.judge.notebooks import read_solution, release_notebook
 
 __all__ = ["default_paths", "render", "release", "SOLUTION_GLOB"]
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from PIL import Image  # matplotlib's own dependency: always there
 
-from kpca_lib.course.grading.evaluate import CheckResult
-from kpca_lib.course.grading.feedback import feedback_html
 from kpca_lib.course.grading.grade import Row, _record
-from kpca_lib.course.grading.notebooks import read_solution
-from kpca_lib.course.grading.policy import finalize, parse_adjustments, parse_policy
+from kpca_lib.course.grading.handback.feedback import feedback_html
+from kpca_lib.course.grading.judge.evaluate import CheckResult
+from kpca_lib.course.grading.judge.notebooks import read_solution
+from kpca_lib.course.grading.record.policy import finalize, parse_adjustments, parse_policy
 
 from .conftest import ROOT, SCREENSHOTS
 

@@ -241,7 +241,7 @@ def _sigma_exercise() -> tuple[Path, Path]:
 
 def _answer_cell_source(saved: Path, solution_path: Path) -> str:
     """The source the grader reads for the σ question, from the saved notebook on disk."""
-    from kpca_lib.course.grading.notebooks import extract_answers, read_solution
+    from kpca_lib.course.grading.judge.notebooks import extract_answers, read_solution
 
     solution = read_solution(solution_path, with_hidden=False)
     submission = nbformat.read(saved, as_version=4)
@@ -347,7 +347,7 @@ def test_exercise_sigma_answer_is_saved_for_the_grader(served, page):
     exec(compile(source, "<answer cell>", "exec"), namespace)
     assert namespace["answer_sigma"] == float(value)
     from kpca_lib.course.checks import check
-    from kpca_lib.course.grading.notebooks import read_solution
+    from kpca_lib.course.grading.judge.notebooks import read_solution
 
     question_cell = next(c for c in read_solution(solution, with_hidden=False).nb.cells
                          if c.metadata.get("kpca", {}) == {"role": "question", "question": SIGMA_QUESTION})

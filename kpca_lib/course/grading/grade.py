@@ -4,23 +4,23 @@ For each submission:
 
 1. read it defensively (size, JSON, nbformat ≥ 4, the right assignment); otherwise
    its row says ``invalid`` and why;
-2. take only its answer cells (:func:`~kpca_lib.course.grading.notebooks.extract_answers`)
+2. take only its answer cells (:func:`~kpca_lib.course.grading.judge.notebooks.extract_answers`)
    and rebuild the notebook from the trusted ``solutions/`` source: set-up cells,
    the answers, and an export cell after each question;
-3. run it through nbval in a child process (:mod:`kpca_lib.course.grading.runner`), in a
+3. run it through nbval in a child process (:mod:`kpca_lib.course.grading.run.runner`), in a
    scratch folder that holds only that notebook and the grader's inputs;
 4. in *this* process, verify each export's HMAC, decode it as plain data, and run
-   the public checks (:mod:`kpca_lib.course.grading.questions`) and the hidden checks (read
+   the public checks (:mod:`kpca_lib.course.grading.judge.questions`) and the hidden checks (read
    from ``solutions/``) against the grader's own computations. Student code never
    runs here, and nothing from the kernel is unpickled or imported.
 
-5. write its row into the gradebook at once (:mod:`kpca_lib.course.grading.gradebook`):
+5. write its row into the gradebook at once (:mod:`kpca_lib.course.grading.record.gradebook`):
    ``grades.json``, ``grades.csv`` and its ``feedback/`` file, each replaced
    atomically, so a grader killed at any moment leaves a valid partial gradebook,
    and, with ``progress``, a line on stderr (``[k/N] name status score run elapsed ETA``).
 
 At the end of the batch, ``summary.md`` and ``summary.png`` are rebuilt from the whole
-gradebook (:mod:`kpca_lib.course.grading.summary`).
+gradebook (:mod:`kpca_lib.course.grading.record.summary`).
 
 Any error while reading or grading one submission makes its row ``invalid`` (not a
 readable notebook of this assignment) or ``crashed`` (the grader failed: full disk,
@@ -56,10 +56,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .dependencies import references
-from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
-from .feedback import feedback_markdown
-from .gradebook import (
+from .handback.feedback import feedback_markdown
+from .judge.dependencies import references
+from .judge.evaluate import CheckResult, decode_payload, make_inputs, run_checks
+from .judge.notebooks import (
+    GradingNotebook,
+    Solution,
+    extract_answers,
+    grading_notebook,
+    meta,
+    read_solution,
+    release_notebook,
+    with_answers,
+)
+from .judge.plain import encode, loads
+from .judge.questions import Question
+from .record.gradebook import (
     STATUSES,
     Gradebook,
     GradebookWriteError,
@@ -72,29 +84,17 @@ from .gradebook import (
     suspicious_name,
     visible,
 )
-from .handed_in import NotHandedIn, link_counts, open_handed_in
-from .notebooks import (
-    GradingNotebook,
-    Solution,
-    extract_answers,
-    grading_notebook,
-    meta,
-    read_solution,
-    release_notebook,
-    with_answers,
-)
-from .plain import encode, loads
-from .policy import (
+from .record.policy import (
     ADJUSTMENTS_FILE,
     check_adjustments,
     format_time,
     load_adjustments,
     load_policy,
 )
-from .questions import Question
-from .runner import Run, run_all
-from .summary import Summary, format_duration
-from .text import markdown_text, one_line
+from .record.summary import Summary, format_duration
+from .record.text import markdown_text, one_line
+from .run.handed_in import NotHandedIn, link_counts, open_handed_in
+from .run.runner import Run, run_all
 
 __all__ = ["Row", "Batch", "CanaryFailed", "grade_batch", "MAX_SUBMISSION_BYTES", "STATUSES", "SANDBOXES"]
 
@@ -105,7 +105,7 @@ MIN_MEMORY_MB = 256
 
 PREAMBLE = """\
 # Added by the grader.
-from kpca_lib.course.grading.kernel_side import install as _kpca_install
+from kpca_lib.course.grading.run.kernel_side import install as _kpca_install
 _kpca_export = _kpca_install(globals())
 del _kpca_install
 """
@@ -153,7 +153,7 @@ def _read_submission(path: Path, assignment: str, *, root: Path | None = None,
                      facts: dict[str, Any] | None = None) -> tuple[Any | None, str]:
     """The notebook as a dict, or ``(None, reason)``; never raises for a bad file.
 
-    The file is opened as :func:`~kpca_lib.course.grading.handed_in.open_handed_in` does:
+    The file is opened as :func:`~kpca_lib.course.grading.run.handed_in.open_handed_in` does:
     no symbolic link (of the file or of a folder below ``root``), no hard link from
     outside the ``batch``, only a regular file. ``facts`` receives what was read: the
     file's ``mtime`` and the ``sha256`` of its bytes.
@@ -493,8 +493,8 @@ def _run_jobs(jobs: list[_Job], work: Path, timeout: float, memory_mb: int, n_jo
     """Run every job (re-running a notebook without the questions already done after a
     question ran out of time or memory); score each and call ``on_job_done`` once per job.
 
-    ``runner`` runs the notebooks: :func:`~kpca_lib.course.grading.runner.run_all` here,
-    or a cluster's (:meth:`kpca_lib.course.grading.cluster.ClusterRunner.run_all`).
+    ``runner`` runs the notebooks: :func:`~kpca_lib.course.grading.run.runner.run_all` here,
+    or a cluster's (:meth:`kpca_lib.course.grading.run.cluster.ClusterRunner.run_all`).
     An exception while preparing, running or collecting one job makes its row
     ``crashed`` with the reason; the batch goes on.
     """
@@ -653,7 +653,7 @@ def _memory_hint(ename: str, job: _Job) -> str:
 def _md(text: str) -> str:
     """``text`` shown literally in Markdown, on one line: no heading, link, image, HTML, list,
     table or emphasis from a file name, a message or a repr (see
-    :func:`~kpca_lib.course.grading.text.markdown_text`; escaping twice changes nothing)."""
+    :func:`~kpca_lib.course.grading.record.text.markdown_text`; escaping twice changes nothing)."""
     return markdown_text(text)
 
 
@@ -665,7 +665,7 @@ def _md_trusted(text: str) -> str:
 
 def _feedback(row: Row, solution: Solution) -> str:
     """``feedback/<name>.md``: the row's automatic feedback
-    (:func:`~kpca_lib.course.grading.feedback.feedback_markdown` of its record)."""
+    (:func:`~kpca_lib.course.grading.handback.feedback.feedback_markdown` of its record)."""
     return _feedback_of(_record(row), solution)
 
 
@@ -731,7 +731,7 @@ def _scratch_full(work: Path) -> str:
 def _check_sandbox(sandbox: str) -> None:
     if sandbox not in SANDBOXES:
         raise ValueError(f"sandbox must be one of {SANDBOXES}; got {sandbox!r}.")
-    from .sandbox import check_sandbox
+    from .run.sandbox import check_sandbox
 
     check_sandbox(sandbox)
 
@@ -743,7 +743,7 @@ class Batch(list):  # type: ignore[type-arg]
     * ``lookalikes``: groups of row ids (this run's and the gradebook's) that look alike;
     * ``suspicious``: row id → why its name alone is suspicious (invisible characters, mixed scripts);
     * ``counts``: status → number of rows in the whole gradebook;
-    * ``summary``: the whole gradebook's :class:`~kpca_lib.course.grading.summary.Summary`
+    * ``summary``: the whole gradebook's :class:`~kpca_lib.course.grading.record.summary.Summary`
       (``None`` if it could not be computed), ``summary_text``: ``summary.md``'s text
       (``""`` if none),
       ``summary_errors``: why ``summary.md``/``summary.png`` could not be written;
@@ -795,7 +795,7 @@ def grade_batch(
     """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
 
     Every finished row is written at once (``grades.csv``, ``grades.json``,
-    ``feedback/``; see :mod:`kpca_lib.course.grading.gradebook`), with its run time, and
+    ``feedback/``; see :mod:`kpca_lib.course.grading.record.gradebook`), with its run time, and
     ``summary.md``/``summary.png`` are rebuilt from the whole gradebook at the end.
     ``progress``: a start line and a line per finished row on stderr. ``resume`` grades only
     the submissions missing from an existing gradebook, ``merge`` adds or replaces rows
@@ -805,12 +805,12 @@ def grade_batch(
 
     Raises ``ValueError`` (unknown assignment, missing submission, unusable ``out``)
     and ``RuntimeError`` (sandbox unavailable) before grading anything, and
-    :class:`~kpca_lib.course.grading.gradebook.GradebookWriteError` after grading if
+    :class:`~kpca_lib.course.grading.record.gradebook.GradebookWriteError` after grading if
     rows could not be written (its ``batch`` attribute holds the rows).
 
     ``cluster`` (``local:N``, ``tcp://HOST:PORT``, a scheduler file, or a
-    :class:`~kpca_lib.course.grading.cluster.ClusterRunner`) runs the notebooks on a
-    Dask cluster instead of ``jobs`` local workers (:mod:`kpca_lib.course.grading.cluster`);
+    :class:`~kpca_lib.course.grading.run.cluster.ClusterRunner`) runs the notebooks on a
+    Dask cluster instead of ``jobs`` local workers (:mod:`kpca_lib.course.grading.run.cluster`);
     everything else, the secret and the checks included, stays in this process. Without
     it Dask is not imported.
 
@@ -820,8 +820,8 @@ def grade_batch(
     graded from) and keep everything else of each row.
 
     The instructor's ``policy.toml`` and ``adjustments.csv`` in ``out`` (see
-    :mod:`~kpca_lib.course.grading.policy`) are read first, checked against the assignment
-    and the gradebook's rows (a :class:`~kpca_lib.course.grading.policy.PolicyError`
+    :mod:`~kpca_lib.course.grading.record.policy`) are read first, checked against the assignment
+    and the gradebook's rows (a :class:`~kpca_lib.course.grading.record.policy.PolicyError`
     stops before anything is graded), and applied to every table written.
     """
     if sum(map(bool, (resume, merge, regrade))) > 1:
@@ -999,7 +999,7 @@ def grade_batch(
                     bar.step(job.row)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        from .handback import refresh  # the feedback pages and the summary's figure
+        from .handback.trees import refresh  # the feedback pages and the summary's figure
 
         done = refresh(book)
         batch.summary, batch.summary_text, batch.summary_errors = done.summary, done.text, done.errors
@@ -1078,7 +1078,7 @@ def _open_runner(cluster: Any, sandbox: str) -> contextlib.AbstractContextManage
     """The function that runs the notebooks: local workers, or a Dask cluster's."""
     if cluster is None:
         return contextlib.nullcontext(run_all)
-    from .cluster import open_cluster  # imports Dask
+    from .run.cluster import open_cluster  # imports Dask
 
     @contextlib.contextmanager
     def runner() -> Iterator[Callable[..., None]]:

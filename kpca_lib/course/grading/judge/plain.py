@@ -58,7 +58,7 @@ class Slip:
     """Why an answer is wrong: ``code`` names the cause (``""``: not recognised).
 
     ``charge`` says how the question's checks are charged for it (see
-    :func:`kpca_lib.course.grading.evaluate.run_checks`, the one place that charges):
+    :func:`kpca_lib.course.grading.judge.evaluate.run_checks`, the one place that charges):
 
     * ``"once"``: a slip (a recognised mistake, or an answer of the wrong *form* such as a
       transposed array, strings for booleans or keys spelled differently). The first check
@@ -103,7 +103,7 @@ class CheckError(Exception):
     """A check failed; the message says which property, by how much, and a hint.
 
     ``cause``: the :class:`Slip` behind the failure, when known, so that the question's
-    checks charge it once (:func:`kpca_lib.course.grading.evaluate.run_checks`).
+    checks charge it once (:func:`kpca_lib.course.grading.judge.evaluate.run_checks`).
     """
 
     def __init__(self, message: str = "", *, cause: Slip | None = None) -> None:

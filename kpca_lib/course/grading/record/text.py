@@ -11,7 +11,7 @@ What :func:`markdown_text` does:
 * line breaks (``\\n``, ``\\r``, form feeds, Unicode line and paragraph separators) become
   spaces, so the text never starts a line, hence never a block; terminal escape sequences
   are dropped and other control, format and odd space characters are shown as
-  ``<U+XXXX>`` (:func:`~kpca_lib.course.grading.gradebook.visible`);
+  ``<U+XXXX>`` (:func:`visible`);
 * every character that Markdown (CommonMark, GitHub's, Jupyter's) gives a meaning inline
   is backslash-escaped: ``\\ ` * _ { } [ ] < > # | ~ ! $ & @`` (emphasis, code, links and
   images, HTML and entities, tables, strikethrough, math, mentions);
@@ -27,10 +27,9 @@ backslash written before such a character is lost: ``\\_`` in a message shows as
 from __future__ import annotations
 
 import re
+import unicodedata
 
-from .gradebook import visible
-
-__all__ = ["markdown_text", "one_line", "MARKDOWN_SPECIALS"]
+__all__ = ["markdown_text", "one_line", "visible", "MARKDOWN_SPECIALS"]
 
 #: The characters :func:`markdown_text` always escapes.
 MARKDOWN_SPECIALS = "\\`*_{}[]<>#|~!$&@"
@@ -68,6 +67,18 @@ def _escape(match: re.Match[str]) -> str:
     if kind == "www":
         return match.group()[:3] + "\\."
     return "\\" + match.group()
+
+
+def visible(text: str) -> str:
+    """``text`` with control, format (bidi, zero-width), unassigned and odd space characters as ``<U+XXXX>``."""
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or (cat == "Zs" and ch != " "):
+            out.append(f"<U+{ord(ch):04X}>")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def one_line(text: str) -> str:

@@ -27,9 +27,9 @@ from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from .evaluate import probe_payload
-from .plain import decode, dumps, error_value
-from .registry import get_question
+from ..judge.evaluate import probe_payload
+from ..judge.plain import decode, dumps, error_value
+from ..judge.registry import get_question
 
 __all__ = ["install", "OUTPUT_LIMIT", "EXPORT_MIME"]
 

@@ -5,7 +5,7 @@ submission, derives the inputs from the grading secret, rebuilds the notebook fr
 ``solutions/``, verifies the exports' signatures, runs the public and hidden checks and
 writes the gradebook. Only the part that runs student code moves: each run of a
 rebuilt notebook is **one Dask task** (:func:`run_remote`) that calls the same runner
-(:func:`kpca_lib.course.grading.runner.run_all`: a trusted nbval process, one bubblewrap
+(:func:`kpca_lib.course.grading.run.runner.run_all`: a trusted nbval process, one bubblewrap
 sandbox per kernel) on a worker, in a private temporary folder of the worker's machine.
 Results come back as the tasks finish (``as_completed``) and go through the same
 ``on_done`` as local runs: the same incremental gradebook, progress lines and run times.
@@ -164,7 +164,7 @@ def run_remote(payload: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class ClusterRunner:
     """Runs notebooks on a Dask cluster through ``client``; :meth:`run_all` has the
-    signature of :func:`kpca_lib.course.grading.runner.run_all`.
+    signature of :func:`kpca_lib.course.grading.run.runner.run_all`.
 
     ``task`` is the function each task calls (default :func:`run_remote`; it must take
     and return what :func:`run_remote` does); ``retries``: runs again after an exception.

@@ -104,9 +104,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .gradebook import csv_cell, format_points, problem, visible
-from .policy import Final, format_time
-from .roster import Roster, RosterEntry, student_of
+from ..record.gradebook import csv_cell, format_points, problem
+from ..record.policy import Final, format_time
+from ..record.roster import Roster, RosterEntry, student_of
+from ..record.text import visible
 
 __all__ = [
     "Export", "plain_csv", "canvas_csv", "moodle_csv", "summary_line",

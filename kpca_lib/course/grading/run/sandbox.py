@@ -1,9 +1,9 @@
 """One sandbox per submission: a bubblewrap jail around the student's kernel, and its limits.
 
 The grader's nbval worker (trusted, outside) starts each notebook's kernel through
-:func:`launch` (``python -m kpca_lib.course.grading.sandbox launch CONNECTION_FILE``),
+:func:`launch` (``python -m kpca_lib.course.grading.run.sandbox launch CONNECTION_FILE``),
 run with the submission's private folder as working directory. The launcher reads
-``sandbox.json`` there (written by :mod:`kpca_lib.course.grading.runner`), joins the
+``sandbox.json`` there (written by :mod:`kpca_lib.course.grading.run.runner`), joins the
 submission's cgroups (memory and pids, when the machine lets us create them), sets
 its rlimits and ``exec``\\ s:
 
@@ -21,7 +21,7 @@ its rlimits and ``exec``\\ s:
 
 The environment is a fixed allow-list (never the grader's: no secret leaks). Answers
 leave the kernel only as display messages on the kernel's own IOPub channel, read and
-size-capped by the trusted nbval process (:mod:`kpca_lib.course.grading.report_plugin`).
+size-capped by the trusted nbval process (:mod:`kpca_lib.course.grading.run.report_plugin`).
 """
 
 from __future__ import annotations
@@ -617,7 +617,7 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
 
     ``config`` and ``connection`` are fds bwrap copies in read-only; ``ro`` maps each of
     :func:`_ro_paths` to where bwrap finds it (:func:`_ro_sources`); ``seccomp`` is an fd
-    holding the compiled syscall filter (:mod:`kpca_lib.course.grading.syscalls`).
+    holding the compiled syscall filter (:mod:`kpca_lib.course.grading.run.syscalls`).
     """
     argv = [exe, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-net", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -806,11 +806,11 @@ def launch(connection_file: str) -> None:
 
 def kernel_argv() -> list[str]:
     """The kernelspec's argv (``{connection_file}`` is filled in by jupyter_client)."""
-    return [sys.executable, "-m", "kpca_lib.course.grading.sandbox", "launch", "{connection_file}"]
+    return [sys.executable, "-m", "kpca_lib.course.grading.run.sandbox", "launch", "{connection_file}"]
 
 
 if __name__ == "__main__":  # pragma: no cover - run by jupyter_client, see kernel_argv()
     if len(sys.argv) == 3 and sys.argv[1] == "launch":
         launch(sys.argv[2])
     else:
-        sys.exit("usage: python -m kpca_lib.course.grading.sandbox launch CONNECTION_FILE")
+        sys.exit("usage: python -m kpca_lib.course.grading.run.sandbox launch CONNECTION_FILE")

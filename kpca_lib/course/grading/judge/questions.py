@@ -1,7 +1,7 @@
 """What a homework question is, and the helpers its question cell uses.
 
 Questions are *defined* in the question cells of ``solutions/`` notebooks (see
-:mod:`kpca_lib.course.grading.registry`); this module holds the :class:`Question` they
+:mod:`kpca_lib.course.grading.judge.registry`); this module holds the :class:`Question` they
 build, the probing helpers (:func:`call`, :func:`call_tuple`, :func:`variable`) and the
 reusable comparisons and diagnoses the course's own question cells call.
 
@@ -12,9 +12,9 @@ A :class:`Question` says
   grader draws them with its own seed, unknown to students; the public checks in
   the notebook use a fixed seed;
 * ``probe(namespace, inputs)``: runs in the student's kernel, calls the student's
-  functions on the inputs and returns *plain data* (see :mod:`kpca_lib.course.grading.plain`);
+  functions on the inputs and returns *plain data* (see :mod:`kpca_lib.course.grading.judge.plain`);
 * ``checks``: functions ``check(answers, inputs) -> str`` of the decoded plain data
-  that return a success message or raise :class:`~kpca_lib.course.grading.plain.CheckError`.
+  that return a success message or raise :class:`~kpca_lib.course.grading.judge.plain.CheckError`.
   They compute their references with the trusted library, in whatever process calls
   them: in the grader, that is the grader's own process.
 
@@ -446,7 +446,7 @@ def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 def general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     """The identity and one feature per monomial for d = 5; a slip the d = 3 check found already is
-    counted there (:func:`~kpca_lib.course.grading.evaluate.run_checks` sees the same cause)."""
+    counted there (:func:`~kpca_lib.course.grading.judge.evaluate.run_checks` sees the same cause)."""
     slip = phi_slip(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)",
                     name_count=True, count=True)
     if slip is None:
@@ -718,7 +718,7 @@ def compare_centered(answers: dict[str, Any], inputs: dict[str, Any], base: str,
 # --------------------------------------------------------------------------- q5: kernel PCA
 def kpca_reference(K: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues ``nλ`` and ``α`` (columns) of the centred ``K``, top ``k``."""
-    from ...centering import center_kernel
+    from ....centering import center_kernel
 
     Kc = center_kernel(K)
     Kc = (Kc + Kc.T) / 2
@@ -754,7 +754,7 @@ _KPCA_NAMES = {"Z": "train", "Z_new": "new", "Z_self": "self"}
 def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Slip | None:
     """The diagnosis of the projections ``answers[which]`` (``"Z"``, ``"Z_new"`` or ``"Z_self"``)
     against kernel PCA, each component up to sign; malformed answers raise :class:`CheckError`."""
-    from ...centering import center_kernel, center_test_kernel
+    from ....centering import center_kernel, center_test_kernel
 
     K, k = np.asarray(inputs["K"]), int(inputs["k"])
     kk = 1 if which == "Z_self" else k
@@ -801,7 +801,7 @@ def _same_components(answers: dict[str, Any], Z: np.ndarray, rows_c: np.ndarray,
 
 def _component_signs(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> np.ndarray | None:
     """The sign of each component of ``answers[which]`` relative to the reference (None if unknown)."""
-    from ...centering import center_test_kernel
+    from ....centering import center_test_kernel
 
     K, k = np.asarray(inputs["K"]), int(inputs["k"])
     kk = 1 if which == "Z_self" else k
@@ -994,8 +994,8 @@ def _as_points(points: Any, name: str) -> np.ndarray:
 
 def verify_counterexample(name: str, points: Any) -> str:
     """Check in the caller's process that ``points`` violate Mercer's condition for ``name``."""
-    from ...kernels import kernel_matrix
-    from ...mercer import check_mercer_matrix
+    from ....kernels import kernel_matrix
+    from ....mercer import check_mercer_matrix
 
     formula, k = mercer_candidates()[name]
     P = _as_points(points, f"counterexamples[{name!r}]")
@@ -1044,7 +1044,7 @@ FACE_TARGET = 0.175
 @lru_cache(maxsize=1)
 def homework_moons() -> tuple[np.ndarray, np.ndarray]:
     """The two moons of question 7: ``make_moons(100, noise=0.05, random_state=0)``."""
-    from ...datasets import make_moons
+    from ....datasets import make_moons
 
     X, y = make_moons(n_samples=100, noise=0.05, random_state=0)
     X.setflags(write=False)
@@ -1058,8 +1058,8 @@ def homework_faces() -> tuple[Any, np.ndarray, np.ndarray]:
 
     Returns ``(pca, train_faces, face)``.
     """
-    from ...datasets import load_faces
-    from ...pca import PCA
+    from ....datasets import load_faces
+    from ....pca import PCA
 
     faces = load_faces().data[:100]
     train = faces[:80]
@@ -1070,7 +1070,7 @@ def homework_faces() -> tuple[Any, np.ndarray, np.ndarray]:
 @lru_cache(maxsize=1)
 def _separating_grid() -> tuple[tuple[float, bool], ...]:
     """(σ, separates?) on a logarithmic grid of the slider's range, for the homework moons."""
-    from ...analysis import first_component_separates
+    from ....analysis import first_component_separates
 
     X, y = homework_moons()
     lo, hi = SIGMA_RANGE
@@ -1108,7 +1108,7 @@ def _digits(values: tuple[float, ...], fmt: str, start: int, stop: int | None = 
 def _sigma_relation(value: float) -> Slip | None:
     """A recognised slip when ``value`` does not separate the moons as σ but does as another
     parameter of the RBF kernel: γ = 1/(2σ²) (the library's and scikit-learn's ``gamma``) or σ²."""
-    from ...analysis import first_component_separates
+    from ....analysis import first_component_separates
 
     if not value > 0:
         return None
@@ -1135,7 +1135,7 @@ def _sigma_relation(value: float) -> Slip | None:
 
 
 def sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    from ...analysis import first_component_separates
+    from ....analysis import first_component_separates
 
     sigma = as_float(_number_string(answers["sigma"], "answer_sigma"), "answer_sigma")
     lo, hi = SIGMA_RANGE
@@ -1167,7 +1167,7 @@ def sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
     """answer_r and its relative reconstruction error (range checked)."""
-    from ...analysis import reconstruction_errors
+    from ....analysis import reconstruction_errors
 
     try:
         r = as_int(_number_string(answers["r"], "answer_r"), "answer_r")
@@ -1186,7 +1186,7 @@ def _r_value(answers: dict[str, Any]) -> tuple[int, float]:
 def _r_short(r: int, err: float) -> Slip | None:
     """The slip of an r one short of the target (r + 1 reaches it): the last r above the target
     pasted for the first one below. Both checks of question 8 meet it; it is charged once."""
-    from ...analysis import reconstruction_errors
+    from ....analysis import reconstruction_errors
 
     pca, _, face = homework_faces()
     if r >= pca.components_.shape[0] or not reconstruction_errors(pca, face, [r + 1])[0] < FACE_TARGET:
@@ -1214,7 +1214,7 @@ def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 def r_smallest(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     """Question 8's main requirement: no smaller r reaches the target (and r does)."""
-    from ...analysis import reconstruction_errors
+    from ....analysis import reconstruction_errors
 
     r, err = _r_value(answers)
     if not err < FACE_TARGET:

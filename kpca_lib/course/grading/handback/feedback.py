@@ -2,7 +2,7 @@
 
 Both documents are built from one gradebook row (an entry of ``grades.json``, as
 :func:`~kpca_lib.course.grading.grade._record` writes it) and, once the instructor's policy
-applies, its :class:`~kpca_lib.course.grading.policy.Final` grade. Their content and order
+applies, its :class:`~kpca_lib.course.grading.record.policy.Final` grade. Their content and order
 are the same: the score, how it was computed (with a ``Final``), the run's messages, then
 one part per question with its notes and checks.
 
@@ -14,7 +14,7 @@ Text is of three origins, and each is shown as data:
   or a description is drawn as MathML (:func:`tex_mathml`), without any script;
 * the student's (messages, notes, check messages, the row id, anything from their code):
   escaped, one line, control and format characters shown as ``<U+XXXX>``
-  (:func:`~kpca_lib.course.grading.text.one_line`).
+  (:func:`~kpca_lib.course.grading.record.text.one_line`).
 
 The HTML page needs nothing but itself: inline CSS, no script, no URL of any kind, and a
 Content-Security-Policy that forbids loading anything. :func:`student_paths` names each
@@ -34,10 +34,10 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .gradebook import format_points
-from .policy import Final, format_time
-from .roster import student_of
-from .text import markdown_text, one_line
+from ..record.gradebook import format_points
+from ..record.policy import Final, format_time
+from ..record.roster import student_of
+from ..record.text import markdown_text, one_line
 
 __all__ = ["feedback_markdown", "feedback_html", "tex_mathml", "student_paths", "zip_folder",
            "MAX_NAME_CHARS"]
@@ -162,7 +162,7 @@ def feedback_markdown(record: Mapping[str, Any], *, assignment: str,
     titles : Mapping[str, str]
         Each question's title.
     final : Final, optional
-        The row's final grade (:func:`~kpca_lib.course.grading.policy.finalize`): the score
+        The row's final grade (:func:`~kpca_lib.course.grading.record.policy.finalize`): the score
         shown is then the final one, explained in a part of its own. Without it the
         automatic score is shown, as the grader writes it.
 
@@ -170,7 +170,7 @@ def feedback_markdown(record: Mapping[str, Any], *, assignment: str,
     -------
     str
         The document; every text but the grader's own words is escaped
-        (:func:`~kpca_lib.course.grading.text.markdown_text`), so no student text makes a
+        (:func:`~kpca_lib.course.grading.record.text.markdown_text`), so no student text makes a
         heading, link, image, HTML or a line of its own.
     """
     score, top = ((final.score, final.max_score) if final is not None
@@ -537,7 +537,7 @@ def student_paths(row_ids: Iterable[str], assignment: str, *,
     -------
     dict[str, tuple[str, str]]
         Row id → ``(folder, stem)``: the folder is the student's
-        (:func:`~kpca_lib.course.grading.roster.student_of`, a ``/`` inside it as ``-``),
+        (:func:`~kpca_lib.course.grading.record.roster.student_of`, a ``/`` inside it as ``-``),
         the stem the row id's last part. Both are NFC, keep letters, digits, marks and
         `` -_.()`` and have ``_`` for any other character; never start with a dot or a
         space nor end with one; a Windows device name (``CON``, ``com1.txt``) gets ``_``

@@ -135,7 +135,7 @@ def run_checks(
     This is the one place where a question's checks are charged (docs/grading.md, "How
     points are charged"):
 
-    * a **slip** (:class:`~kpca_lib.course.grading.plain.Slip` with ``charge`` ``"once"``,
+    * a **slip** (:class:`~kpca_lib.course.grading.judge.plain.Slip` with ``charge`` ``"once"``,
       ``"form"`` or ``"explain"``: a recognised mistake, an answer of the wrong form that a
       helper repaired, a low-precision array...) costs the first check that meets it; a later
       check of the question that meets the same slip passes and says where it was counted;

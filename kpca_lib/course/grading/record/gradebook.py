@@ -13,7 +13,7 @@ A gradebook folder (``kpca-course grade --out DIR``) holds:
 * ``feedback/<name>.md``: one report per submission.
 * ``summary.md`` and ``summary.png`` (:data:`GENERATED`): the gradebook at a glance,
   rebuilt from ``grades.json`` at the end of every batch
-  (:mod:`kpca_lib.course.grading.summary`).
+  (:mod:`kpca_lib.course.grading.record.summary`).
 
 Every file is replaced atomically (a temporary file in the same folder, ``fsync``,
 ``os.replace``) after every finished submission, so a grader killed at any moment
@@ -47,6 +47,7 @@ from typing import Any
 
 from .policy import INSTRUCTOR_FILES, Adjustment, Final, Policy, finalize, format_time
 from .roster import Roster
+from .text import one_line, visible
 
 __all__ = [
     "MARKER",
@@ -57,7 +58,6 @@ __all__ = [
     "submission_paths",
     "common_root",
     "row_ids",
-    "visible",
     "feedback_name",
     "csv_cell",
     "lookalike_key",
@@ -115,18 +115,6 @@ def format_points(x: float) -> str:
 
 
 # --------------------------------------------------------------------------- row ids
-def visible(text: str) -> str:
-    """``text`` with control, format (bidi, zero-width), unassigned and odd space characters as ``<U+XXXX>``."""
-    out = []
-    for ch in text:
-        cat = unicodedata.category(ch)
-        if cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or (cat == "Zs" and ch != " "):
-            out.append(f"<U+{ord(ch):04X}>")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def submission_paths(submissions: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Absolute paths (symlinks kept as given), duplicates dropped; ``ValueError`` naming missing ones."""
     out: list[Path] = []
@@ -596,7 +584,7 @@ class Gradebook:
     def set_policy(self, policy: Policy, adjustments: Sequence[Adjustment],
                    roster: Roster | None) -> None:
         """The grading policy, adjustments and roster that the tables apply from now on
-        (checked by the caller: :func:`~kpca_lib.course.grading.policy.check_adjustments`)."""
+        (checked by the caller: :func:`~kpca_lib.course.grading.record.policy.check_adjustments`)."""
         with self._lock:
             self.policy, self.adjustments, self.roster = policy, list(adjustments), roster
             self._finals.clear()
@@ -945,8 +933,6 @@ def problem(record: dict[str, Any]) -> str:
     characters); ``""`` for a graded row. A grader failure says so first."""
     if record.get("status") == "graded":
         return ""
-    from .text import one_line  # text imports this module
-
     said = [str(m) for m in record.get("messages") or [] if not str(m).startswith(_NAME_CHECK)]
     if record.get("grader_error"):
         said = [f"grader failure: {record['grader_error']}"]

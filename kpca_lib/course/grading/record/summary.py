@@ -6,15 +6,15 @@ and median overall and per question, the checks failed most often and the run ti
 :func:`summary_markdown` renders it as Markdown that also reads as plain text on a
 terminal (aligned tables), :func:`summary_png` as a figure (matplotlib's ``Figure``
 with the Agg canvas: no pyplot, no global state). Writing the files is the
-gradebook's job (:meth:`kpca_lib.course.grading.gradebook.Gradebook.write_generated`).
+gradebook's job (:meth:`kpca_lib.course.grading.record.gradebook.Gradebook.write_generated`).
 
 Rows from an older gradebook may lack ``run_seconds``; they are counted as such. With
-the final grades (:func:`~kpca_lib.course.grading.policy.finalize`: adjustments, by-hand
+the final grades (:func:`~kpca_lib.course.grading.record.policy.finalize`: adjustments, by-hand
 questions, late penalties), the scores are the final ones and the late work, adjustments
 and pending by-hand grades are counted. Text a student controls appears only in the
 "Problems" list (the row id and why it is not ``graded``), one line each. Every text
 read from ``grades.json`` (a file on disk) is escaped
-(:func:`~kpca_lib.course.grading.text.markdown_text`, with the underscores inside
+(:func:`~kpca_lib.course.grading.record.text.markdown_text`, with the underscores inside
 identifiers left as they are, so that the tables still read as plain text).
 """
 
@@ -172,7 +172,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
     assignment : str
         Its name, shown in the title.
     finals : mapping, optional
-        Row id -> its :class:`~kpca_lib.course.grading.policy.Final` grade: the scores
+        Row id -> its :class:`~kpca_lib.course.grading.record.policy.Final` grade: the scores
         counted are then the final ones.
 
     Returns

@@ -2,17 +2,17 @@
 
 After every ``kpca-course grade`` (also ``--resume``, ``--merge``, ``--regrade``) and every
 ``kpca-course export``, :func:`refresh` rewrites, from the rows on disk and the final
-grades (:func:`~kpca_lib.course.grading.policy.finalize`: adjustments, by-hand questions,
+grades (:func:`~kpca_lib.course.grading.record.policy.finalize`: adjustments, by-hand questions,
 late penalties):
 
-* ``summary.md`` and ``summary.png`` (:mod:`~kpca_lib.course.grading.summary`);
+* ``summary.md`` and ``summary.png`` (:mod:`~kpca_lib.course.grading.record.summary`);
 * ``students/<student>/<row>.html`` and ``.md``: each student's feedback, as a page that
-  opens offline and as Markdown (:mod:`~kpca_lib.course.grading.feedback`), named after the
+  opens offline and as Markdown (:mod:`~kpca_lib.course.grading.handback.feedback`), named after the
   row id in names every file system accepts;
 * with ``archives``, ``archives/<student>.zip``: that student's folder as one file.
 
 ``kpca-course export`` (:func:`export_gradebook`) does the same, then writes the final
-grades for the LMS into ``export/`` (:mod:`~kpca_lib.course.grading.export`).
+grades for the LMS into ``export/`` (:mod:`~kpca_lib.course.grading.handback.export`).
 
 The ``feedback/`` files beside ``grades.json`` stay the grader's own record of each run
 (automatic scores only); ``students/`` is what goes back to the students.
@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .feedback import feedback_html, feedback_markdown, student_paths, zip_folder
-from .gradebook import ARCHIVES, EXPORT, STUDENTS, Gradebook, peek
-from .policy import (
+from ..record.gradebook import ARCHIVES, EXPORT, STUDENTS, Gradebook, peek
+from ..record.policy import (
     ADJUSTMENTS_FILE,
     POLICY_FILE,
     Final,
@@ -37,8 +36,9 @@ from .policy import (
     load_policy,
     unknown_extensions,
 )
-from .roster import RosterError, load_roster, student_of
-from .summary import Summary, summarize, summary_markdown, summary_png
+from ..record.roster import RosterError, load_roster, student_of
+from ..record.summary import Summary, summarize, summary_markdown, summary_png
+from .feedback import feedback_html, feedback_markdown, student_paths, zip_folder
 
 __all__ = ["Refreshed", "refresh", "Exported", "export_gradebook", "EXPORT_FILES"]
 
@@ -174,9 +174,9 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
     rewriting its tables, summary and hand-back trees under the current ``policy.toml``
     and ``adjustments.csv``.
 
-    Raises ``ValueError`` (a :class:`~kpca_lib.course.grading.gradebook.GradebookError`,
-    :class:`~kpca_lib.course.grading.policy.PolicyError` or
-    :class:`~kpca_lib.course.grading.roster.RosterError`) before writing anything when
+    Raises ``ValueError`` (a :class:`~kpca_lib.course.grading.record.gradebook.GradebookError`,
+    :class:`~kpca_lib.course.grading.record.policy.PolicyError` or
+    :class:`~kpca_lib.course.grading.record.roster.RosterError`) before writing anything when
     the gradebook, the policy, the adjustments or the roster cannot be used, or when a
     format needs a roster and none is given; the roster given here replaces the policy's.
     """

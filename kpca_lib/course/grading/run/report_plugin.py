@@ -5,7 +5,7 @@ It does four things:
 
 1. **Starts each notebook's kernel in that submission's sandbox.** nbval's
    ``start_new_kernel`` is replaced: the kernelspec's argv is the trusted launcher
-   (:func:`kpca_lib.course.grading.sandbox.launch`), the ZMQ transport is ``ipc`` (the
+   (:func:`kpca_lib.course.grading.run.sandbox.launch`), the ZMQ transport is ``ipc`` (the
    sandbox has no network), the submission's cgroups are created just before and
    removed (with anything left in them) after the notebook.
 2. **Caps what the kernel can send**: at most :data:`MAX_MESSAGE` bytes per ZMQ message

@@ -10,7 +10,7 @@ Every code cell of a ``solutions/NN_*.ipynb`` notebook carries ``metadata["kpca"
     {"role": "demo"}              # figures and widgets (not run by the grader)
     {"role": "solution-only"}     # any cell type; removed from the exercises
 
-A question cell calls :func:`~kpca_lib.course.grading.registry.define_question` (id,
+A question cell calls :func:`~kpca_lib.course.grading.judge.registry.define_question` (id,
 title, names, total points, inputs, probe, public checks); its ``points`` must equal its
 public checks' plus its hidden checks' points. An answer cell may carry ``"stubs"``: one
 replacement per ``### BEGIN SOLUTION`` region (default: ``raise NotImplementedError(...)``);

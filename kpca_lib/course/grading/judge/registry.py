@@ -105,7 +105,7 @@ class QuestionDefinition:
         return register
 
     def build(self) -> Question:
-        """The :class:`~kpca_lib.course.grading.questions.Question` declared so far."""
+        """The :class:`~kpca_lib.course.grading.judge.questions.Question` declared so far."""
         if self._probe is None:
             raise ValueError(f"question {self.id} has no probe: decorate one function with @q.probe.")
         return Question(self.id, "", self.title, self.names, self._probe, tuple(self._checks),

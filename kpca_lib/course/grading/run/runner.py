@@ -9,9 +9,9 @@ notebook lives in its own private folder (``Run.notebook.parent``, unpredictable
 * ``config.json``: the grader's inputs and the submission's HMAC key, copied read-only
   into that submission's sandbox only;
 * ``sandbox.json``: the mode and limits the kernel launcher applies
-  (:mod:`kpca_lib.course.grading.sandbox`).
+  (:mod:`kpca_lib.course.grading.run.sandbox`).
 
-The worker's plugin (:mod:`kpca_lib.course.grading.report_plugin`) starts every kernel in
+The worker's plugin (:mod:`kpca_lib.course.grading.run.report_plugin`) starts every kernel in
 its own sandbox, enforces the wall clock and output caps, and writes a JSON line per
 cell (outcome, facts, exports) to a report file in the worker's private folder, which
 no kernel can see. A notebook whose worker died before it finished is run again alone.
@@ -91,7 +91,7 @@ def worker_command(notebooks: list[Path], rootdir: Path, timeout: float) -> list
     return [
         sys.executable, "-c", _BOOT, "-q", "-c", str(rootdir / "pytest.ini"), "--rootdir", str(rootdir),
         "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest", "-p", "no:randomly",
-        "-p", "no:cov", "-p", "kpca_lib.course.grading.report_plugin",
+        "-p", "no:cov", "-p", "kpca_lib.course.grading.run.report_plugin",
         "--nbval-lax", f"--nbval-cell-timeout={timeout:g}", f"--nbval-kernel-startup-timeout={STARTUP:g}",
         *[str(n) for n in notebooks],
     ]

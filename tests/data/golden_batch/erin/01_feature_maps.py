@@ -1,0 +1,1 @@
+print('a script, not a notebook')
