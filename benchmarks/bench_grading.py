@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
-import inspect
 import os
 import resource
 import tempfile
@@ -23,22 +21,14 @@ from pathlib import Path
 import nbformat
 
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading import grade as grade_module
 from kpca_lib.course.grading.judge.notebooks import meta, with_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _grade(argv: list[str], sandbox: str) -> int:
-    """``kpca-course grade ... --sandbox MODE`` (forced in-process if the CLI has no flag yet)."""
-    if "sandbox" in inspect.signature(grade_module.grade_batch).parameters:
-        return main([*argv[:1], "--sandbox", sandbox, *argv[1:]])
-    original = grade_module._run_jobs
-    grade_module._run_jobs = functools.partial(original, sandbox=sandbox)
-    try:
-        return main(argv)
-    finally:
-        grade_module._run_jobs = original
+    """``kpca-course grade ... --sandbox MODE``."""
+    return main([*argv[:1], "--sandbox", sandbox, *argv[1:]])
 
 
 def make_submissions(n: int, folder: Path, assignment: str) -> list[str]:

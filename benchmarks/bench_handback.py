@@ -15,11 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from kpca_lib.course.grading.grade import Row, _record
 from kpca_lib.course.grading.handback.trees import export_gradebook, refresh
 from kpca_lib.course.grading.judge.evaluate import CheckResult
 from kpca_lib.course.grading.record.gradebook import Gradebook
 from kpca_lib.course.grading.record.policy import check_adjustments, parse_adjustments, parse_policy
+from kpca_lib.course.grading.record.rows import Row
+from kpca_lib.course.grading.record.rows import row_record as _record
 
 POINTS = {"q1_phi_p3": 3.0, "q1_phi_p4": 3.0, "q1_phi_general": 3.0, "q2_feature_count": 3.0}
 POLICY = """roster = "../roster.csv"

@@ -149,7 +149,7 @@ def test_a_worker_killed_mid_batch_loses_no_grade(tmp_path, client):
     """The task of one submission kills its own worker (SIGKILL) on its first attempt,
     after the notebook ran and before the result is returned: the scheduler runs it
     again on a live worker; every row is recorded once, with the grades of a local run."""
-    from kpca_lib.course.grading.grade import grade_batch
+    from kpca_lib.course.grading.pipeline import grade_batch
     from kpca_lib.course.grading.run.cluster import ClusterRunner
 
     sandbox = sandbox_or_skip()
@@ -189,7 +189,7 @@ def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, clie
     """Every attempt raises (retries included): the row is `crashed` by the grader, with the
     reason, and the other rows are unaffected; nothing is left pending. (The canary, the
     instructor's solution graded first, runs: the cluster breaks after it.)"""
-    from kpca_lib.course.grading.grade import grade_batch
+    from kpca_lib.course.grading.pipeline import grade_batch
     from kpca_lib.course.grading.run.cluster import ClusterRunner, run_remote
 
     attempts = tmp_path / "attempts"
@@ -220,7 +220,7 @@ def test_a_task_that_cannot_run_is_the_graders_failure_not_a_zero(tmp_path, clie
 
 def test_a_cluster_that_runs_nothing_stops_before_grading(tmp_path, client):
     """The canary cannot run either: the grader stops, says why, and writes no row."""
-    from kpca_lib.course.grading.grade import CanaryFailed, grade_batch
+    from kpca_lib.course.grading.pipeline import CanaryFailed, grade_batch
     from kpca_lib.course.grading.run.cluster import ClusterRunner
 
     def broken(payload):

@@ -13,7 +13,7 @@ import io
 
 import pytest
 
-from kpca_lib.course.grading import export as ex
+from kpca_lib.course.grading.handback import export as ex
 from kpca_lib.course.grading.record.gradebook import format_points
 from kpca_lib.course.grading.record.policy import finalize, parse_adjustments, parse_policy
 from kpca_lib.course.grading.record.roster import Roster, RosterEntry, RosterError, parse_roster

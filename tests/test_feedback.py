@@ -30,7 +30,7 @@ from feedback_mistakes import (
 )
 from test_grading import sandbox_or_skip
 
-from kpca_lib.course.grading.grade import _md
+from kpca_lib.course.grading.handback.feedback import _md
 from kpca_lib.course.grading.judge.notebooks import read_solution
 from kpca_lib.course.grading.judge.questions import call, call_with
 

@@ -1,7 +1,7 @@
 """A student's feedback as Markdown and as a self-contained HTML page, and the hand-back tree.
 
 * The Markdown without a final grade is byte for byte what the grader writes today
-  (:func:`kpca_lib.course.grading.grade._feedback`), for plain and hostile rows.
+  (:func:`kpca_lib.course.grading.handback.feedback.row_feedback`), for plain and hostile rows.
 * With a :class:`~kpca_lib.course.grading.record.policy.Final`, both documents show the final
   score and how it was computed (adjustments and their reasons, by-hand questions, late
   work), never the instructor's warnings.
@@ -29,7 +29,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kpca_lib.course.grading.grade import Row, _feedback, _record
 from kpca_lib.course.grading.handback.feedback import (
     MAX_NAME_CHARS,
     feedback_html,
@@ -38,10 +37,13 @@ from kpca_lib.course.grading.handback.feedback import (
     tex_mathml,
     zip_folder,
 )
+from kpca_lib.course.grading.handback.feedback import row_feedback as _feedback
 from kpca_lib.course.grading.judge.evaluate import CheckResult
 from kpca_lib.course.grading.judge.notebooks import read_solution
 from kpca_lib.course.grading.record.policy import finalize, parse_adjustments, parse_policy
-from kpca_lib.course.grading.record.text import markdown_text, one_line
+from kpca_lib.course.grading.record.rows import Row
+from kpca_lib.course.grading.record.rows import row_record as _record
+from kpca_lib.course.grading.text import markdown_text, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = read_solution(ROOT / "solutions" / "01_feature_maps.ipynb")

@@ -26,10 +26,10 @@ import nbformat
 import pytest
 
 from kpca_lib.course.cli import EXIT_GRADER_FAILURE, EXIT_INCOMPLETE, EXIT_USAGE, main
-from kpca_lib.course.grading import gradebook as gb
-from kpca_lib.course.grading.grade import _read_submission
 from kpca_lib.course.grading.judge.notebooks import extract_answers, read_solution, with_answers
+from kpca_lib.course.grading.record import gradebook as gb
 from kpca_lib.course.grading.run.handed_in import link_counts
+from kpca_lib.course.grading.run.handed_in import read_submission as _read_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"

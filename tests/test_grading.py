@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.grade import _md
+from kpca_lib.course.grading.handback.feedback import _md
 from kpca_lib.course.grading.judge.notebooks import meta, with_answers
 from kpca_lib.course.grading.judge.plain import AnswerError, decode, dumps, encode, loads
 
@@ -332,7 +332,7 @@ def test_regrading_gives_the_same_grades(tmp_path):
 
 
 def test_output_folder_of_someone_else_is_never_touched(tmp_path):
-    from kpca_lib.course.grading import grade as grade_module
+    from kpca_lib.course.grading import pipeline as grade_module
 
     target = tmp_path / "grades"
     target.mkdir()

@@ -2,8 +2,9 @@
 
 ``kpca_lib/course/grading/`` is cut by stage (see CONTRIBUTING.md, "The grader's house"):
 ``run`` executes untrusted notebooks, ``judge`` scores plain data, ``record`` keeps the
-instructor's files, ``handback`` writes what people read; ``config`` (what a batch is graded
-with) and ``pipeline`` (the chain of steps) sit above them. The rules, from every ``import``
+instructor's files, ``handback`` writes what people read; ``pipeline`` (the chain of steps)
+sits above them, and two leaves serve every room: ``config`` (what a batch is graded with)
+and ``text`` (text a submission controls, made safe to show). The rules, from every ``import``
 in every module (those inside functions too):
 
 * a room imports only the rooms it may (``ALLOWED``): ``judge``, ``record`` and ``handback``
@@ -26,14 +27,16 @@ GRADING = ROOT / "kpca_lib" / "course" / "grading"
 ROOMS = ("run", "judge", "record", "handback")
 # What each part of grading/ may import from grading/ (the library and other course modules
 # are not rooms).
+# ``text`` (the escaping of text a submission controls) is a leaf every part may use.
 ALLOWED = {
-    "run": {"run", "judge", "config"},
-    "judge": {"judge"},
-    "record": {"record", "judge"},
-    "handback": {"handback", "record", "judge"},
-    "config": set(),
-    "pipeline": {"run", "judge", "record", "handback", "config", "pipeline"},
-    "": {"config"},  # grading/__init__.py
+    "run": {"run", "judge", "config", "text"},
+    "judge": {"judge", "text"},
+    "record": {"record", "judge", "text"},
+    "handback": {"handback", "record", "judge", "text"},
+    "config": {"text"},
+    "text": set(),
+    "pipeline": {"run", "judge", "record", "handback", "config", "pipeline", "text"},
+    "": set(),  # grading/__init__.py
 }
 MAX_LINES = 80
 MAX_PARAMETERS = 8

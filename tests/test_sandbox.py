@@ -18,8 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kpca_lib.course.grading import sandbox as sb
-from kpca_lib.course.grading.grade import grade_batch
+from kpca_lib.course.grading.pipeline import grade_batch
+from kpca_lib.course.grading.run import sandbox as sb
 from kpca_lib.course.grading.run.runner import Run, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,16 +223,19 @@ def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp
     """``--sandbox none`` (only when asked) still limits memory; an error while preparing
     one submission (a full disk) makes that row ``crashed``, never ``graded`` with 0, and
     ``on_job_done`` is called once per job, after its row is scored."""
+    import dataclasses
     import errno
 
-    from kpca_lib.course.grading import grade as grade_module
+    from kpca_lib.course.grading.pipeline import batch as batch_module
+    from kpca_lib.course.grading.pipeline import canary as canary_module
+    from kpca_lib.course.grading.pipeline import submission as grade_module
 
     nb = student_copy()
     cell(nb, "q2-answer").source = "blocks = []\nwhile True:\n    blocks.append(b'x' * 50_000_000)\n"
     nbformat.write(nb, tmp_path / "bomb.ipynb")
     for name in ("honest", "enospc"):
         nbformat.write(student_copy(), tmp_path / f"{name}.ipynb")
-    prepare = grade_module._prepare
+    prepare = grade_module.attempt
 
     def full_disk(job):
         if job.row.submission == "enospc":
@@ -244,21 +247,20 @@ def test_sandbox_none_keeps_the_limits_and_one_failure_never_stops_the_batch(tmp
     def on_done(job):
         calls.append((job.row.submission, job.row.status, job.row.score))
 
-    monkeypatch.setattr(grade_module, "_prepare", full_disk)
-    run_jobs = grade_module._run_jobs
+    monkeypatch.setattr(grade_module, "attempt", full_disk)
+    run_jobs = grade_module.run_submissions
 
-    def run_unsandboxed(*args, **kwargs):
-        theirs = kwargs.pop("on_job_done", None)
-
+    def run_unsandboxed(subs, work, config, progress, runner, theirs=None):
         def both(job):
             on_done(job)
             if theirs is not None:
                 theirs(job)
 
-        kwargs["sandbox"] = "none"
-        return run_jobs(*args, on_job_done=both, **kwargs)
+        return run_jobs(subs, work, dataclasses.replace(config, sandbox="none"), progress, runner,
+                        both)
 
-    monkeypatch.setattr(grade_module, "_run_jobs", run_unsandboxed)
+    for module in (batch_module, canary_module):  # the batch's rows and the canary's
+        monkeypatch.setattr(module, "run_submissions", run_unsandboxed)
     rows = {r.submission: r for r in grade_batch(
         assignment=ASSIGNMENT, submissions=[tmp_path / f"{n}.ipynb" for n in ("bomb", "honest", "enospc")],
         out=tmp_path / "out", solutions=ROOT / "solutions", timeout=20, jobs=2, memory_mb=1024)}

@@ -1,7 +1,7 @@
 """Student text is data: what a submission's code prints, raises or names is shown, never obeyed.
 
 Unit tests (no kernel, no sandbox) of the Markdown escaping
-(:mod:`kpca_lib.course.grading.record.text`), of the real feedback writer with hostile messages,
+(:mod:`kpca_lib.course.grading.text`), of the real feedback writer with hostile messages,
 notes, check messages and file names, of ``grades.csv`` (spreadsheet formulas) and of the
 summary; then of the statuses: only what the grader observed (a memory cgroup's OOM kills and
 limit hits) makes a row ``crashed`` for memory, never an exception's name.
@@ -23,24 +23,21 @@ import mistune
 import nbformat
 import pytest
 
-from kpca_lib.course.grading import gradebook as gb
-from kpca_lib.course.grading.grade import (
-    PREAMBLE,
-    Row,
-    _cell_errors,
-    _classify,
-    _explain,
-    _feedback,
-    _Job,
-    _limit_words,
-    _md,
-    _record,
-)
+from kpca_lib.course.grading.handback.feedback import _md
+from kpca_lib.course.grading.handback.feedback import row_feedback as _feedback
 from kpca_lib.course.grading.judge.evaluate import CheckResult
 from kpca_lib.course.grading.judge.notebooks import grading_notebook, read_solution
+from kpca_lib.course.grading.judge.scoring import explain
+from kpca_lib.course.grading.pipeline.submission import Submission as _Job
+from kpca_lib.course.grading.record import gradebook as gb
+from kpca_lib.course.grading.record.rows import Row
+from kpca_lib.course.grading.record.rows import row_record as _record
 from kpca_lib.course.grading.record.summary import summarize, summary_markdown
-from kpca_lib.course.grading.record.text import markdown_text, one_line
+from kpca_lib.course.grading.run.kernel_side import PREAMBLE
+from kpca_lib.course.grading.run.outcome import cell_errors, classify
+from kpca_lib.course.grading.run.outcome import limit_words as _limit_words
 from kpca_lib.course.grading.run.runner import CellOutcome, Run
+from kpca_lib.course.grading.text import markdown_text, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_feature_maps"
@@ -268,8 +265,28 @@ def _job(memory_mb: int = 1024) -> _Job:
     row = Row("s", "s.ipynb", max_score=SOLUTION.max_score,
               questions={q: 0.0 for q in SOLUTION.questions})
     built = grading_notebook(SOLUTION, EXERCISE, PREAMBLE)
-    return _Job(row, SOLUTION, EXERCISE, {}, Path("/nonexistent"), b"k" * 32, built=built,
-                memory_mb=memory_mb)
+    job = _Job(row, SOLUTION, EXERCISE, {}, Path("/nonexistent"), b"k" * 32, built=built)
+    MEMORY[id(job)] = memory_mb
+    return job
+
+
+MEMORY: dict[int, int] = {}  # the --memory each _job was made for
+
+
+def _classify(run: Run, owners: Any = None) -> tuple[str, int | None, str]:
+    return classify(run)
+
+
+def _cell_errors(job: _Job, run: Run) -> None:
+    for cell, error in cell_errors(run, job.built).items():
+        job.errors.setdefault(cell, error)
+
+
+def _explain(job: _Job) -> None:
+    notes, messages = explain(job.built, job.errors, job.skip, MEMORY[id(job)])
+    for qid, lines in notes.items():
+        job.row.notes.setdefault(qid, []).extend(lines)
+    job.row.messages.extend(messages)
 
 
 def _answer_cell(job: _Job, qid: str) -> int:
@@ -334,7 +351,7 @@ def test_observed_memory_limits_crash_the_row(facts, alive):
     cell = _answer_cell(job, SOLUTION.questions[2])
     status, at, message = _classify(_run(job, cell, alive, **facts), job.built.owners)
     assert (status, at) == ("crashed", cell) and "out of memory" in message
-    assert "memory limit of 512 MB" in _limit_words(message, job)
+    assert "memory limit of 512 MB" in _limit_words(message, 30.0, MEMORY[id(job)])
 
 
 def test_memory_limit_hits_alone_do_not_crash_a_cell_that_raised_something_else():

@@ -25,8 +25,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grading import sandbox_or_skip  # noqa: E402
 
-from kpca_lib.course.grading import sandbox as sb  # noqa: E402
-from kpca_lib.course.grading import syscalls  # noqa: E402
+from kpca_lib.course.grading.run import sandbox as sb  # noqa: E402
+from kpca_lib.course.grading.run import syscalls  # noqa: E402
 
 X86_64 = platform.machine() == "x86_64"
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
@@ -258,7 +258,7 @@ def test_program_is_deterministic_bpf_and_every_group_is_explained():
     _filter_or_skip()
     prog = syscalls.program()
     assert prog == syscalls.program() and len(prog) % 8 == 0 and 0 < len(prog) // 8 <= 4096
-    code = ("from kpca_lib.course.grading import syscalls; import sys; "
+    code = ("from kpca_lib.course.grading.run import syscalls; import sys; "
             "sys.stdout.buffer.write(syscalls.program())")
     fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
     assert fresh == prog

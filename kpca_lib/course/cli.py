@@ -158,33 +158,18 @@ def _say(text: str, stream: Any = None) -> None:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading.grade import grade_batch
+    from .grading.config import GradeConfig
+    from .grading.pipeline import grade
     from .grading.record.gradebook import GradebookWriteError
     from .grading.record.summary import format_duration, summary_markdown
-    from .grading.record.text import visible
+    from .grading.text import visible
     from .release import default_paths
 
     solutions = Path(args.solutions) if args.solutions else default_paths()[0]
     write_error = None
     try:
-        batch = grade_batch(
-            assignment=args.assignment,
-            submissions=[Path(s) for s in args.submissions],
-            out=Path(args.out),
-            solutions=solutions,
-            timeout=args.timeout,
-            jobs=args.jobs,
-            memory_mb=args.memory,
-            progress=True,
-            seed=args.seed,
-            sandbox=args.sandbox,
-            resume=args.resume,
-            merge=args.merge,
-            root=Path(args.root) if args.root else None,
-            cluster=args.cluster,
-            row_id=args.row_id,
-            regrade=args.regrade,
-        )
+        config = GradeConfig.from_args(args, solutions)
+        batch = grade(config, [Path(s) for s in args.submissions])
     except GradebookWriteError as exc:
         batch = getattr(exc, "batch", None)
         write_error = exc

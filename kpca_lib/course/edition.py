@@ -467,7 +467,7 @@ class Fingerprints:
 
 
 def grading_secrets() -> list[str]:
-    """The grader's secrets as :func:`kpca_lib.course.grading.grade._secret` finds them.
+    """The grader's secrets as :func:`kpca_lib.course.grading.config.grading_secret` finds them.
 
     Read only: unlike the grader, this never creates the secret file.
     """

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from PIL import Image  # matplotlib's own dependency: always there
 
-from kpca_lib.course.grading.grade import Row, _record
 from kpca_lib.course.grading.handback.feedback import feedback_html
 from kpca_lib.course.grading.judge.evaluate import CheckResult
 from kpca_lib.course.grading.judge.notebooks import read_solution
 from kpca_lib.course.grading.record.policy import finalize, parse_adjustments, parse_policy
+from kpca_lib.course.grading.record.rows import Row
+from kpca_lib.course.grading.record.rows import row_record as _record
 
 from .conftest import ROOT, SCREENSHOTS
 

@@ -1,38 +1,19 @@
-"""Homework grading for the course: question specs, plain-data exchange, the batch grader.
+"""Homework grading for the course, in four rooms by stage (CONTRIBUTING.md: "The grader's house").
 
-The pieces, in the order a submission meets them:
+* :mod:`.run`: everything that executes a student's notebook: the bubblewrap sandbox and its
+  limits, the nbval workers and their plugin, the code added to the kernel, reading handed-in
+  files, the Dask runner, what a run's facts mean. The only room that touches untrusted code.
+* :mod:`.judge`: the trusted judge: questions, checks, diagnoses, the plain data that alone
+  crosses from the kernel, the notebook the grader builds, from signed exports to scores.
+* :mod:`.record`: the instructor's files: the gradebook, rows, the late policy and
+  adjustments, the roster, the summary.
+* :mod:`.handback`: what people read: feedback pages, the ``students/`` tree, LMS exports.
 
-* :mod:`kpca_lib.course.grading.judge.registry`: questions are defined in the question cells of
-  ``solutions/`` notebooks (names, inputs, probe, public checks, points);
-  :mod:`kpca_lib.course.grading.judge.questions` holds what a question is and the probing and
-  comparison helpers those cells use, and :mod:`kpca_lib.course.grading.judge.diagnosis` the
-  diagnoses of common slips (each charged once per question).
-* :mod:`kpca_lib.course.grading.judge.plain`: answers cross the trust boundary only as plain JSON
-  data (numbers, arrays, booleans); never pickle, never live objects.
-* :mod:`kpca_lib.course.grading.judge.notebooks`: cell roles in notebook metadata; rebuilding the
-  notebook that runs from trusted ``solutions/`` plus the student's answer cells.
-* :mod:`kpca_lib.course.grading.run.runner`: trusted nbval (pytest) workers, each running a
-  chunk of submissions in sequence; :mod:`kpca_lib.course.grading.run.report_plugin` (in the
-  worker) starts each kernel in its own sandbox, enforces the wall clock and output caps
-  and records per-cell facts; :mod:`kpca_lib.course.grading.run.sandbox` is the bubblewrap
-  sandbox and its limits (cgroups where possible).
-* :mod:`kpca_lib.course.grading.grade`: the batch: read, run, check, score each submission.
-* :mod:`kpca_lib.course.grading.record.gradebook`: the gradebook (``grades.csv``, ``grades.json``,
-  ``feedback/*.md``), a row at a time and atomically; ``--resume``, ``--merge``, row ids.
-* :mod:`kpca_lib.course.grading.record.summary`: ``summary.md`` and ``summary.png``, the gradebook
-  at a glance, rebuilt after every batch.
-
-After grading:
-
-* :mod:`kpca_lib.course.grading.record.policy`: the instructor's ``policy.toml`` (deadline,
-  extensions, late penalty, by-hand questions) and ``adjustments.csv``, and each row's final
-  grade (the automatic scores stay recorded); :mod:`kpca_lib.course.grading.record.roster`: who
-  each submission folder is.
-* :mod:`kpca_lib.course.grading.handback.feedback`: a row's feedback as Markdown and as an offline
-  HTML page, and names every file system accepts; :mod:`kpca_lib.course.grading.handback.trees`
-  rebuilds the summary and ``students/`` after every batch and writes ``kpca-course
-  export``'s files, whose formats (plain, Canvas, Moodle) are in
-  :mod:`kpca_lib.course.grading.handback.export`.
+Above them, :mod:`.pipeline` chains the steps (:func:`.pipeline.grade`, and
+:func:`.pipeline.grade_batch` with keywords); two leaves serve every room: :mod:`.config`
+(:class:`~.config.GradeConfig`, what a batch is graded with) and :mod:`.text` (text a
+submission controls, shown as data). ``judge``, ``record`` and ``handback`` never import
+``run``, and nothing imports the pipeline from below (``tests/test_grading_layout.py``).
 """
 
 import sys as _sys

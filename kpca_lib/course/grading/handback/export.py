@@ -107,7 +107,7 @@ from typing import Any
 from ..record.gradebook import csv_cell, format_points, problem
 from ..record.policy import Final, format_time
 from ..record.roster import Roster, RosterEntry, student_of
-from ..record.text import visible
+from ..text import visible
 
 __all__ = [
     "Export", "plain_csv", "canvas_csv", "moodle_csv", "summary_line",

@@ -1,7 +1,7 @@
 """A student's feedback: Markdown, a self-contained HTML page, and the hand-back tree.
 
 Both documents are built from one gradebook row (an entry of ``grades.json``, as
-:func:`~kpca_lib.course.grading.grade._record` writes it) and, once the instructor's policy
+:func:`~kpca_lib.course.grading.record.rows.row_record` writes it) and, once the instructor's policy
 applies, its :class:`~kpca_lib.course.grading.record.policy.Final` grade. Their content and order
 are the same: the score, how it was computed (with a ``Final``), the run's messages, then
 one part per question with its notes and checks.
@@ -14,7 +14,7 @@ Text is of three origins, and each is shown as data:
   or a description is drawn as MathML (:func:`tex_mathml`), without any script;
 * the student's (messages, notes, check messages, the row id, anything from their code):
   escaped, one line, control and format characters shown as ``<U+XXXX>``
-  (:func:`~kpca_lib.course.grading.record.text.one_line`).
+  (:func:`~kpca_lib.course.grading.text.one_line`).
 
 The HTML page needs nothing but itself: inline CSS, no script, no URL of any kind, and a
 Content-Security-Policy that forbids loading anything. :func:`student_paths` names each
@@ -34,12 +34,15 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..judge.notebooks import Solution
 from ..record.gradebook import format_points
 from ..record.policy import Final, format_time
 from ..record.roster import student_of
-from ..record.text import markdown_text, one_line
+from ..record.rows import Row, row_record
+from ..text import markdown_text, one_line
 
-__all__ = ["feedback_markdown", "feedback_html", "tex_mathml", "student_paths", "zip_folder",
+__all__ = ["feedback_markdown", "feedback_html", "row_feedback", "record_feedback", "crash_feedback",
+           "tex_mathml", "student_paths", "zip_folder",
            "MAX_NAME_CHARS"]
 
 #: The grader's words (``"g"``), the student's (``"s"``), the instructor's plain text that may
@@ -170,7 +173,7 @@ def feedback_markdown(record: Mapping[str, Any], *, assignment: str,
     -------
     str
         The document; every text but the grader's own words is escaped
-        (:func:`~kpca_lib.course.grading.record.text.markdown_text`), so no student text makes a
+        (:func:`~kpca_lib.course.grading.text.markdown_text`), so no student text makes a
         heading, link, image, HTML or a line of its own.
     """
     score, top = ((final.score, final.max_score) if final is not None
@@ -215,6 +218,24 @@ _FENCES = set("()[]{}|‖")
 _TEX_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\s+|.", re.S)
 _MATH = re.compile(r"(?<![\\$])\$(?=[^\s$])([^$]*?[^\s\\$])\$(?![\d$])")
 MAX_TEX = 400
+
+
+def row_feedback(row: Row, solution: Solution) -> str:
+    """``feedback/<name>.md``: the row's automatic feedback (:func:`feedback_markdown` of its
+    record)."""
+    return record_feedback(row_record(row), solution)
+
+
+def record_feedback(record: Mapping[str, Any], solution: Solution) -> str:
+    """:func:`feedback_markdown` of a gradebook record, with the solution's points and titles."""
+    return feedback_markdown(record, assignment=solution.assignment, points=solution.points,
+                             titles={q: solution.question(q).title for q in solution.questions})
+
+
+def crash_feedback(row: Row, assignment: str) -> str:
+    """The feedback of a row whose feedback could not be written: its status and messages."""
+    return (f"# Feedback: {_md(row.submission)} ({assignment})\n\n"
+            f"Status: crashed. {_md(' '.join(row.messages))}\n")
 
 
 class _NotTex(ValueError):

@@ -120,7 +120,7 @@ def define_question(qid: str, *, title: str, names: tuple[str, ...] | str, point
     function the question asks the student to write, scikit-learn's estimator). A probed
     value computed through one of them is an error naming it, in the notebook and in the
     grader alike; the grader also refuses the question's checks when its cells mention one
-    that the probe did not see called (see :mod:`kpca_lib.course.grading.grade`)."""
+    that the probe did not see called (see :mod:`kpca_lib.course.grading.judge.scoring`)."""
     definition = QuestionDefinition(qid, title, names, points, forbid)
     target = _COLLECTORS[-1] if _COLLECTORS else _REGISTRY
     if _COLLECTORS and qid in target:

@@ -12,13 +12,20 @@ be swapped in between the check and the read).
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import stat
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["NotHandedIn", "open_handed_in", "link_counts"]
+from ..text import visible
+
+__all__ = ["NotHandedIn", "open_handed_in", "link_counts", "read_submission", "MAX_SUBMISSION_BYTES"]
+
+MAX_SUBMISSION_BYTES = 20_000_000
 
 
 class NotHandedIn(ValueError):
@@ -108,3 +115,69 @@ def open_handed_in(path: Path, root: Path | None = None,
         os.close(file_fd)
         raise NotHandedIn(why)
     return file_fd, st
+
+
+def read_submission(path: Path, assignment: str, *, root: Path | None = None,
+                     batch: Counter[tuple[int, int]] | None = None,
+                     facts: dict[str, Any] | None = None) -> tuple[Any | None, str]:
+    """The notebook as a dict, or ``(None, reason)``; never raises for a bad file.
+
+    The file is opened as :func:`open_handed_in` does:
+    no symbolic link (of the file or of a folder below ``root``), no hard link from
+    outside the ``batch``, only a regular file. ``facts`` receives what was read: the
+    file's ``mtime`` and the ``sha256`` of its bytes.
+    """
+    try:
+        fd, st = open_handed_in(path, root, batch)
+    except NotHandedIn as exc:
+        return None, str(exc)
+    except OSError as exc:
+        if exc.errno == errno.EISDIR:
+            return None, "this is a folder, not a notebook file."
+        return None, f"the file cannot be read ({exc.strerror})."
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            size = st.st_size
+            if size == 0:
+                return None, "the file is empty."
+            if size > MAX_SUBMISSION_BYTES:
+                return None, (f"the file is {size / 1e6:.0f} MB, more than the "
+                              f"{MAX_SUBMISSION_BYTES / 1e6:.0f} MB allowed; clear the outputs "
+                              "and submit again.")
+            data = fh.read(MAX_SUBMISSION_BYTES + 1)
+    except OSError as exc:
+        return None, f"the file cannot be read ({exc.strerror or exc})."
+    if len(data) > MAX_SUBMISSION_BYTES:
+        return None, "the file grew past the size allowed while it was read."
+    if facts is not None:
+        facts.update(mtime=st.st_mtime, sha256=hashlib.sha256(data).hexdigest())
+    try:
+        nb = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        return None, "the file is not text (UTF-8): is it a notebook?"
+    except RecursionError:
+        return None, "the file's JSON is nested too deeply; it is not a readable notebook."
+    except ValueError as exc:
+        if path.suffix and path.suffix.lower() != ".ipynb":
+            return None, (f"this is a {path.suffix} file, not a "
+                          "Jupyter notebook (.ipynb): hand in the notebook itself (in JupyterLab: "
+                          "the File menu, Download).")
+        return None, f"the file is not valid JSON ({str(exc)[:200]}); it is not a readable notebook."
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells", None), list):
+        if isinstance(nb, dict) and isinstance(nb.get("worksheets"), list):
+            old = nb.get("nbformat", 3)
+            return None, (f"this is an nbformat {old if isinstance(old, int) else 3} notebook (an "
+                          "old format); open and save it in JupyterLab to convert it to nbformat 4.")
+        return None, "the file is JSON but not a Jupyter notebook (no list of cells)."
+    version = nb.get("nbformat")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 4:
+        shown = version if isinstance(version, int) else "unknown"
+        return None, (f"this is an nbformat {shown} notebook (an old or unknown format); open and "
+                      "save it in JupyterLab to convert it to nbformat 4.")
+    md = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    kpca = md.get("kpca") if isinstance(md.get("kpca"), dict) else {}
+    other = kpca.get("assignment")
+    if other is not None and other != assignment:
+        shown = visible(other[:100]) if isinstance(other, str) else "(malformed)"
+        return None, f"this is a notebook of assignment {shown!r}, not {assignment!r}."
+    return nb, ""

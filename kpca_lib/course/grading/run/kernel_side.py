@@ -12,7 +12,7 @@ process reads (size-capped) and records. No file is written anywhere.
 
 Nothing here is trusted by the grader: student code can replace any of it. What
 student code can do with that is limited to its *own* answer values, which the grader
-validates and checks against its own computations (see :mod:`kpca_lib.course.grading.grade`).
+validates and checks against its own computations (see :mod:`kpca_lib.course.grading.judge.scoring`).
 The key only stops one submission's kernel from writing another submission's answers.
 """
 
@@ -31,7 +31,15 @@ from ..judge.evaluate import probe_payload
 from ..judge.plain import decode, dumps, error_value
 from ..judge.registry import get_question
 
-__all__ = ["install", "OUTPUT_LIMIT", "EXPORT_MIME"]
+__all__ = ["install", "OUTPUT_LIMIT", "EXPORT_MIME", "PREAMBLE"]
+
+#: The cell the grader puts first in every notebook it runs: it installs this module's exports.
+PREAMBLE = """\
+# Added by the grader.
+from kpca_lib.course.grading.run.kernel_side import install as _kpca_install
+_kpca_export = _kpca_install(globals())
+del _kpca_install
+"""
 
 EXPORT_MIME = "application/vnd.kpca.export+json"  # same as report_plugin.EXPORT_MIME
 

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..judge.plain import encode
 from . import sandbox as sb
 
-__all__ = ["Run", "CellOutcome", "run_all", "worker_command"]
+__all__ = ["Run", "CellOutcome", "run_all", "worker_command", "write_attempt"]
 
 CHUNK = 16
 STARTUP = 60.0
@@ -362,3 +363,22 @@ def run_all(
         t.join()
     if errors:
         raise errors[0]
+
+
+def write_attempt(scratch: Path, nb: Any, key: bytes, inputs: dict[str, dict[str, Any]]) -> Run:
+    """Write one attempt's notebook and the kernel's inputs into a fresh folder of ``scratch``.
+
+    Every attempt gets a fresh folder with an unpredictable name; nothing in it is
+    visible to the kernel except ``config.json``, which its sandbox gets a read-only copy of.
+    """
+    folder = scratch / secrets.token_hex(16)
+    folder.mkdir(mode=0o700)
+    (folder / "submission.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    config = {
+        "key": key.hex(),
+        "inputs": {q: {k: encode(v) for k, v in inp.items()} for q, inp in inputs.items()},
+    }
+    fd = os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(config))
+    return Run(folder / "submission.ipynb", n_cells=len(nb["cells"]))
