@@ -168,17 +168,33 @@ def diagnose_phi(PX: np.ndarray, PY: np.ndarray, X: np.ndarray, Y: np.ndarray, p
             f"{lead} There is no constant feature: (xᵀy + 1)^{p} has the constant term 1, which "
             "φ(x)ᵀφ(y) only produces with a feature that is constant."))
     if missing or dups:
-        parts = []
-        if missing:
-            shown = ", ".join(monomial_name(a) for a in missing[:3])
-            parts.append(f"{len(missing)} monomial{'s' if len(missing) > 1 else ''} of degree ≤ {p} "
-                         f"{'are' if len(missing) > 1 else 'is'} missing (e.g. {shown})")
-        if dups:
-            parts.append(f"the monomial {monomial_name(dups[0])} appears in {counts[dups[0]]} features (each monomial "
-                         "is one feature: merge them, adding their squared coefficients)")
-        text = "; ".join(parts)
-        return Slip("missing" if missing else "duplicates", f"{lead} {text[0].upper()}{text[1:]}.")
-    # the right monomials, each once: the coefficients are wrong
+        return _missing_or_duplicates(lead, missing, dups, counts, p)
+    return _coefficients_slip(lead, found, p)  # the right monomials, each once
+
+
+def _missing_or_duplicates(lead: str, missing: Sequence[tuple[int, ...]],
+                           dups: Sequence[tuple[int, ...]], counts: dict[tuple[int, ...], int],
+                           p: int) -> Slip:
+    """The slip of a map whose features are monomials, but not each monomial of degree ≤ ``p``
+    exactly once: some ``missing`` (sorted by degree), some in several features (``dups``, with
+    their ``counts``). ``lead`` opens the message."""
+    parts = []
+    if missing:
+        shown = ", ".join(monomial_name(a) for a in missing[:3])
+        parts.append(f"{len(missing)} monomial{'s' if len(missing) > 1 else ''} of degree ≤ {p} "
+                     f"{'are' if len(missing) > 1 else 'is'} missing (e.g. {shown})")
+    if dups:
+        parts.append(f"the monomial {monomial_name(dups[0])} appears in {counts[dups[0]]} features "
+                     "(each monomial is one feature: merge them, adding their squared "
+                     "coefficients)")
+    text = "; ".join(parts)
+    return Slip("missing" if missing else "duplicates", f"{lead} {text[0].upper()}{text[1:]}.")
+
+
+def _coefficients_slip(lead: str, found: Sequence[tuple[tuple[int, ...], float] | None],
+                       p: int) -> Slip:
+    """The slip of a map with the right monomials, each once (``found``: each feature's exponents
+    and coefficient): the coefficients are wrong. ``lead`` opens the message."""
     coef = {f[0]: abs(f[1]) for f in found if f is not None}
     wrong = [a for a, s in coef.items() if not math.isclose(s * s, _multinomial(a, p), rel_tol=1e-6)]
     if not wrong:  # the right map up to signs: cannot happen when the identity fails, but be safe
@@ -590,74 +606,86 @@ def diagnose_centering(got: np.ndarray, K: np.ndarray, K_new: np.ndarray | None 
     tol = 1e-9 * scale
     ok_rows = A.shape[0] == 1 or _close(a, a_ref, scale, 1e-9)
     ok_cols = _close(b, b_ref, scale, 1e-9)
-    parts: list[str] = []
-    codes: list[str] = []
+    found: list[tuple[str, str]] = []  # (code, part of the message) per wrong term
     if not ok_rows:
         if _close(a, np.zeros_like(a), scale, 1e-9) and _close(b, 2 * b_ref, scale, 1e-9) and not new:
             return Slip("broadcast", (
                 f"{what} subtracts nothing per row and the column means twice: both vectors of means were "
                 "broadcast along the rows. A vector of row means must be a column, shape (n, 1), to act on "
                 "the rows."))
-        if _close(a, np.zeros_like(a), scale, 1e-9):
-            codes.append("rows-missing")
-            parts.append("nothing is subtracted per " + ("new point (row)" if new else "row")
-                         + ", so the rows of your result do not have mean 0"
-                         + (" over the training points" if new else ""))
-        elif _close(a, 2 * a_ref, scale, 1e-9):
-            codes.append("rows-twice")
-            parts.append("the per-row statistic is subtracted twice")
-        else:
-            codes.append("rows-other")
-            parts.append("the statistic subtracted per row is not the row's mean")
+        found.append(_rows_slip(a, a_ref, scale, new))
     if not ok_cols:
-        own = A.mean(axis=0) - A.mean()
-        if new and _close(b, b_ref + own, scale, 1e-9):
-            codes.append("columns-own-extra")
-            parts.append("besides the training column means you subtract the column means of K_new (a "
-                         "statistic of the new points, taken along the wrong axis?)")
-        elif new and _close(b, own, scale, 1e-9):
-            codes.append("columns-own")
-            parts.append("you subtracted the column means of K_new, the new points' own statistics; the "
-                         "columns must be centred with the statistics of the training kernel K (the mean in "
-                         "feature space is that of the training points, and K_new may hold a single point)")
-        elif _close(b, np.zeros_like(b), scale, 1e-9):
-            codes.append("columns-missing")
-            parts.append("nothing is subtracted per column")
-        elif _close(b, 2 * b_ref, scale, 1e-9):
-            codes.append("columns-twice")
-            parts.append("the per-column statistic is subtracted twice")
-        else:
-            codes.append("columns-other")
-            parts.append("the statistic subtracted per column is not the training kernel's column mean")
-    if not parts:  # rows and columns right: the constant is off
-        delta = t - t_ref
-        if new and A.shape[0] == 1 and abs(delta + float(rows_ref[0])) <= tol:
-            codes.append("rows-missing")
-            parts.append("nothing is subtracted per new point (row)")
-        elif abs(delta - g) <= tol:
-            codes.append("grand-missing")
-            parts.append("the rows and columns are right, but the grand mean of the training K is not "
-                         "added back: subtracting both the row and the column statistics removes it twice")
-        elif abs(delta - 2 * g) <= tol:
-            codes.append("grand-sign")
-            parts.append("the rows and columns are right, but the grand mean is subtracted instead of added back")
-        elif new and abs(delta - (g - float(A.mean()))) <= tol:
-            codes.append("grand-own")
-            parts.append("the rows and columns are right, but the constant added back is the grand mean of "
-                         "K_new instead of that of the training K")
-        elif abs(delta + g) <= tol:
-            codes.append("grand-twice")
-            parts.append("the rows and columns are right, but the grand mean is added back twice")
-        elif new and A.shape[0] == 1:  # one row: its statistic and the constant cannot be told apart
-            codes.append("rows-other|constant")
-            parts.append(f"the columns are right, but the result is off by {-delta:.3g}: the statistic "
-                         "subtracted for the new point or the constant added back is wrong")
-        else:
-            codes.append("constant")
-            parts.append(f"the rows and columns are right, but every entry is off by the same constant "
-                         f"({-delta:.3g}): the grand-mean term is wrong")
-    text = f"{what}: " + "; ".join(parts) + "."
-    return Slip("+".join(codes), text)
+        found.append(_columns_slip(A, b, b_ref, scale, new))
+    if not found:  # rows and columns right: the constant is off
+        found.append(_constant_slip(t - t_ref, g, A, rows_ref, tol, new))
+    text = f"{what}: " + "; ".join(part for _, part in found) + "."
+    return Slip("+".join(code for code, _ in found), text)
+
+
+def _rows_slip(a: np.ndarray, a_ref: np.ndarray, scale: float, new: bool) -> tuple[str, str]:
+    """``(code, part of the message)`` for a wrong per-row term ``a`` (the right one: ``a_ref``)
+    of the centring (``new``: of ``center_new``)."""
+    if _close(a, np.zeros_like(a), scale, 1e-9):
+        return ("rows-missing",
+                "nothing is subtracted per " + ("new point (row)" if new else "row")
+                + ", so the rows of your result do not have mean 0"
+                + (" over the training points" if new else ""))
+    if _close(a, 2 * a_ref, scale, 1e-9):
+        return "rows-twice", "the per-row statistic is subtracted twice"
+    return "rows-other", "the statistic subtracted per row is not the row's mean"
+
+
+def _columns_slip(A: np.ndarray, b: np.ndarray, b_ref: np.ndarray, scale: float,
+                  new: bool) -> tuple[str, str]:
+    """``(code, part of the message)`` for a wrong per-column term ``b`` (the right one: ``b_ref``)
+    of the centring of ``A`` (``new``: ``center_new``, ``A`` is ``K_new``)."""
+    own = A.mean(axis=0) - A.mean()
+    if new and _close(b, b_ref + own, scale, 1e-9):
+        return ("columns-own-extra",
+                "besides the training column means you subtract the column means of K_new (a "
+                "statistic of the new points, taken along the wrong axis?)")
+    if new and _close(b, own, scale, 1e-9):
+        return ("columns-own",
+                "you subtracted the column means of K_new, the new points' own statistics; the "
+                "columns must be centred with the statistics of the training kernel K (the mean in "
+                "feature space is that of the training points, and K_new may hold a single point)")
+    if _close(b, np.zeros_like(b), scale, 1e-9):
+        return "columns-missing", "nothing is subtracted per column"
+    if _close(b, 2 * b_ref, scale, 1e-9):
+        return "columns-twice", "the per-column statistic is subtracted twice"
+    return ("columns-other",
+            "the statistic subtracted per column is not the training kernel's column mean")
+
+
+def _constant_slip(delta: float, g: float, A: np.ndarray, rows_ref: np.ndarray, tol: float,
+                   new: bool) -> tuple[str, str]:
+    """``(code, part of the message)`` when the rows and columns of the centring of ``A`` are right
+    but the constant is off by ``delta`` (``g``: the training grand mean; ``rows_ref``: the right
+    statistic of each row; ``new``: ``center_new``, ``A`` is ``K_new``)."""
+    if new and A.shape[0] == 1 and abs(delta + float(rows_ref[0])) <= tol:
+        return "rows-missing", "nothing is subtracted per new point (row)"
+    if abs(delta - g) <= tol:
+        return ("grand-missing",
+                "the rows and columns are right, but the grand mean of the training K is not "
+                "added back: subtracting both the row and the column statistics removes it twice")
+    if abs(delta - 2 * g) <= tol:
+        return ("grand-sign",
+                "the rows and columns are right, but the grand mean is subtracted instead of added "
+                "back")
+    if new and abs(delta - (g - float(A.mean()))) <= tol:
+        return ("grand-own",
+                "the rows and columns are right, but the constant added back is the grand mean of "
+                "K_new instead of that of the training K")
+    if abs(delta + g) <= tol:
+        return ("grand-twice",
+                "the rows and columns are right, but the grand mean is added back twice")
+    if new and A.shape[0] == 1:  # one row: its statistic and the constant cannot be told apart
+        return ("rows-other|constant",
+                f"the columns are right, but the result is off by {-delta:.3g}: the statistic "
+                "subtracted for the new point or the constant added back is wrong")
+    return ("constant",
+            f"the rows and columns are right, but every entry is off by the same constant "
+            f"({-delta:.3g}): the grand-mean term is wrong")
 
 
 # --------------------------------------------------------------------------- q5: projections

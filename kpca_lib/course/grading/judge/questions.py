@@ -314,13 +314,27 @@ def _low_precision_dtype(*values: Any) -> bool:
     return any(getattr(v, "kpca_dtype", "float64") in ("float32", "float16", "bfloat16") for v in values)
 
 
+@dataclass(frozen=True, eq=False)
+class PhiCase:
+    """A feature map of degree ``p`` probed on two sets of points: its features of ``X`` are the
+    answer ``fx``, those of ``Y`` the answer ``fy``; ``label`` names the map in messages."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    p: int
+    fx: str
+    fy: str
+    label: str
+
+
 def phi_slip(
-    answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str, label: str,
+    answers: dict[str, Any], case: PhiCase,
     *, name_count: bool = False, count: bool = False, tol: float = 1e-10,
 ) -> Slip | None:
-    """The diagnosis of ``label`` on the points ``X``, ``Y`` (``None``: φ(x)ᵀφ(y) = (xᵀy + 1)^p,
-    exact in float64, and, with ``count``, one feature per monomial of degree ≤ p). Malformed
-    answers raise :class:`CheckError`."""
+    """The diagnosis of ``case.label`` on the points ``case.X``, ``case.Y`` (``None``:
+    φ(x)ᵀφ(y) = (xᵀy + 1)^p, exact in float64, and, with ``count``, one feature per monomial of
+    degree ≤ p). Malformed answers raise :class:`CheckError`."""
+    X, Y, p, fx, fy, label = case.X, case.Y, case.p, case.fx, case.fy, case.label
     PX = phi_rows(answers[fx], label, X)
     PY = phi_rows(answers[fy], label, Y)
     if PX.shape[1] != PY.shape[1]:
@@ -338,24 +352,22 @@ def phi_slip(
     return diagnose_phi(PX, PY, X, Y, p, label, name_count=name_count, identity_ok=identity)
 
 
-def _check_phi_identity(
-    answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str, label: str,
-    *, name_count: bool = False,
-) -> str:
-    slip = phi_slip(answers, X, Y, p, fx, fy, label, name_count=name_count)
+def _check_phi_identity(answers: dict[str, Any], case: PhiCase, *, name_count: bool = False) -> str:
+    slip = phi_slip(answers, case, name_count=name_count)
     if slip is not None:
-        raise CheckError(slip.message + _phi_example(answers, X, Y, p, fx, fy, label, slip),
+        raise CheckError(slip.message + _phi_example(answers, case, slip),
                          cause=slip if slip.recognised else None)
+    X, Y, p, fx, fy, label = case.X, case.Y, case.p, case.fx, case.fy, case.label
     PX = phi_rows(answers[fx], label, X)
     err = _rel_err(PX @ phi_rows(answers[fy], label, Y).T, _poly_kernel(X, Y, p))
     return f"{label}(x)ᵀ{label}(y) = (xᵀy + 1)^{p} on {X.shape[0]}×{Y.shape[0]} random pairs (relative error {err:.1e})."
 
 
-def _phi_example(answers: dict[str, Any], X: np.ndarray, Y: np.ndarray, p: int, fx: str, fy: str,
-                 label: str, slip: Slip) -> str:
+def _phi_example(answers: dict[str, Any], case: PhiCase, slip: Slip) -> str:
     """For a slip that is not recognised: one pair of (public) points where the identity fails."""
     if slip.recognised:
         return ""
+    X, Y, p, fx, fy, label = case.X, case.Y, case.p, case.fx, case.fy, case.label
     G = phi_rows(answers[fx], label, X) @ phi_rows(answers[fy], label, Y).T
     K = _poly_kernel(X, Y, p)
     i, j = np.unravel_index(np.argmax(np.abs(G - K)), K.shape)
@@ -371,7 +383,8 @@ COUNT_SLIPS = ("missing", "no-constant", "duplicates", "two-coordinates")
 
 def phi_identity(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str) -> str:
     """Check ``fname``'s features on ``inputs["X"]``, ``inputs["Y"]`` (probed as ``phi_X``, ``phi_Y``)."""
-    return _check_phi_identity(answers, inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
+    public = PhiCase(inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
+    return _check_phi_identity(answers, public)
 
 
 def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str, dname: str) -> str:
@@ -384,9 +397,10 @@ def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname
     D = math.comb(2 + p, p)
     if dim == D and PX.shape[1] == D:
         return f"{dname} = {fname}'s number of features, and no monomial is repeated."
-    full = phi_slip(answers, X, Y, p, "phi_X", "phi_Y", fname, count=True)
+    public = PhiCase(X, Y, p, "phi_X", "phi_Y", fname)
+    full = phi_slip(answers, public, count=True)
     if full is not None and full.code in COUNT_SLIPS:
-        identity = phi_slip(answers, X, Y, p, "phi_X", "phi_Y", fname) is None
+        identity = phi_slip(answers, public) is None
         if not identity and dim in (D, PX.shape[1]):
             return (f"{dname} = {dim} is consistent with your {fname}, whose missing or repeated "
                     "features the check above counts (not charged twice).")
@@ -424,10 +438,11 @@ def phi_large_and_one(answers: dict[str, Any], inputs: dict[str, Any], p: int, f
     phi_rows(answers["phi_one"], fname, inputs["X_one"])  # one column: the features as rows (noted)
     X = np.asarray(inputs["X_big"])
     try:
-        big = phi_slip(answers, X, X, p, "phi_big", "phi_big", fname, tol=1e-9)
+        big = phi_slip(answers, PhiCase(X, X, p, "phi_big", "phi_big", fname), tol=1e-9)
     except CheckError:
         try:
-            public = phi_slip(answers, inputs["X"], inputs["Y"], p, "phi_X", "phi_Y", fname)
+            public = phi_slip(answers, PhiCase(inputs["X"], inputs["Y"], p, "phi_X", "phi_Y",
+                                               fname))
         except CheckError:
             public = None
         if public is not None and public.code == "precision":
@@ -440,20 +455,19 @@ def phi_large_and_one(answers: dict[str, Any], inputs: dict[str, Any], p: int, f
 
 # --------------------------------------------------------------------------- q1c: general d
 def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    return _check_phi_identity(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)",
-                               name_count=True)
+    d3 = PhiCase(inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)")
+    return _check_phi_identity(answers, d3, name_count=True)
 
 
 def general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     """The identity and one feature per monomial for d = 5; a slip the d = 3 check found already is
     counted there (:func:`~kpca_lib.course.grading.judge.evaluate.run_checks` sees the same cause)."""
-    slip = phi_slip(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)",
-                    name_count=True, count=True)
+    d5 = PhiCase(inputs["X5"], inputs["Y5"], 2, "g5x", "g5y", "phi_poly(·, 2)")
+    slip = phi_slip(answers, d5, name_count=True, count=True)
     if slip is None:
         return ("phi_poly(x, 2)ᵀphi_poly(y, 2) = (xᵀy + 1)² for d = 5, with one feature per monomial "
                 "of degree ≤ 2.")
-    raise CheckError(slip.message + _phi_example(answers, inputs["X5"], inputs["Y5"], 2, "g5x", "g5y",
-                                                 "phi_poly(·, 2)", slip),
+    raise CheckError(slip.message + _phi_example(answers, d5, slip),
                      cause=slip if slip.recognised else None)
 
 
@@ -461,15 +475,16 @@ def general_one_feature(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     """Hidden: ``phi_poly`` for d = 1 and p = 5. A map written for two coordinates fails here through
     the slip the d = 3 check reports, which is its cause (counted once, there)."""
     try:
-        slip = phi_slip(answers, inputs["X1"], inputs["Y1"], 5, "g1x", "g1y", "phi_poly(·, 5)",
-                        name_count=True, count=True, tol=1e-10)
+        d1 = PhiCase(inputs["X1"], inputs["Y1"], 5, "g1x", "g1y", "phi_poly(·, 5)")
+        slip = phi_slip(answers, d1, name_count=True, count=True, tol=1e-10)
         error = None
     except CheckError as problem:
         slip, error = None, problem
     if slip is None and error is None:
         return "d = 1, p = 5 is right"
     try:
-        d3 = phi_slip(answers, inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)", name_count=True)
+        d3 = phi_slip(answers, PhiCase(inputs["X3"], inputs["Y3"], 3, "g3x", "g3y",
+                                       "phi_poly(·, 3)"), name_count=True)
     except CheckError:
         d3 = None
     if d3 is not None and d3.code == "two-coordinates":

@@ -45,9 +45,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..text import one_line, visible
 from .policy import INSTRUCTOR_FILES, Adjustment, Final, Policy, finalize, format_time
 from .roster import Roster
-from .text import one_line, visible
 
 __all__ = [
     "MARKER",
@@ -452,35 +452,47 @@ class Gradebook:
         # row id -> (the record it was computed from, its Final, its "final" entry in
         # grades.json, its line of grades.csv once made)
         self._finals: dict[str, tuple[dict[str, Any], Final, str, str | None]] = {}
-        where = str(self.out)
         if mode == "new":
-            st = _lstat_path(self.out)
-            if st is None:
-                return
-            if stat.S_ISLNK(st.st_mode):
-                raise GradebookError(f"--out {where} is a symbolic link; kpca-course never writes "
-                                     "through links. Give the real folder, or another one.")
-            if not stat.S_ISDIR(st.st_mode):
-                raise GradebookError(f"--out {where} is a file, not a folder; choose another --out.")
-            fd = _open_out(self.out, create=False)
-            try:
-                entries = [e for e in os.listdir(fd) if not _is_tmp(e) and e not in INSTRUCTOR_FILES]
-                if MARKER in entries:
-                    info = self._read_marker(fd)
-                    raise GradebookError(
-                        f"--out {where} already holds a gradebook of {info!r}. Use --resume to grade "
-                        "only the submissions missing from it, --merge to add or replace rows and "
-                        "keep the others, or choose another --out.")
-                if entries:
-                    shown = ", ".join(repr(visible(e)) for e in sorted(entries)[:3])
-                    raise GradebookError(
-                        f"--out {where} exists and is not a gradebook written by kpca-course (it has "
-                        f"{shown}{'...' if len(entries) > 3 else ''} and no {MARKER}); nothing in it "
-                        "was touched. Choose another --out (a new or empty folder, or one that "
-                        f"holds only {' and '.join(INSTRUCTOR_FILES)}).")
-            finally:
-                os.close(fd)
+            self._check_new()
             return
+        self._fd = self._open_existing()
+
+    def _check_new(self) -> None:
+        """Refuse the folder for a new gradebook unless it is missing or empty (but for the
+        instructor's files)."""
+        where = str(self.out)
+        st = _lstat_path(self.out)
+        if st is None:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise GradebookError(f"--out {where} is a symbolic link; kpca-course never writes "
+                                 "through links. Give the real folder, or another one.")
+        if not stat.S_ISDIR(st.st_mode):
+            raise GradebookError(f"--out {where} is a file, not a folder; choose another --out.")
+        fd = _open_out(self.out, create=False)
+        try:
+            entries = [e for e in os.listdir(fd) if not _is_tmp(e) and e not in INSTRUCTOR_FILES]
+            if MARKER in entries:
+                info = self._read_marker(fd)
+                raise GradebookError(
+                    f"--out {where} already holds a gradebook of {info!r}. Use --resume to grade "
+                    "only the submissions missing from it, --merge to add or replace rows and "
+                    "keep the others, or choose another --out.")
+            if entries:
+                shown = ", ".join(repr(visible(e)) for e in sorted(entries)[:3])
+                raise GradebookError(
+                    f"--out {where} exists and is not a gradebook written by kpca-course (it has "
+                    f"{shown}{'...' if len(entries) > 3 else ''} and no {MARKER}); nothing in it "
+                    "was touched. Choose another --out (a new or empty folder, or one that "
+                    f"holds only {' and '.join(INSTRUCTOR_FILES)}).")
+        finally:
+            os.close(fd)
+
+    def _open_existing(self) -> int:
+        """Open the gradebook to ``--resume`` or ``--merge``: check its marker, load its rows,
+        open ``feedback/`` and remove the leftovers of a killed grader. Returns the folder's
+        descriptor."""
+        where, mode, assignment = str(self.out), self.mode, self.assignment
         flag = f"--{mode}"
         if _lstat_path(self.out) is None:
             raise GradebookError(f"{flag}: {where} does not exist, so there is nothing to "
@@ -512,7 +524,7 @@ class Gradebook:
                 os.close(self._fb)
                 self._fb = None
             raise
-        self._fd = fd
+        return fd
 
     # ----------------------------------------------------------------- reading
     def _read_marker(self, fd: int) -> str:

@@ -14,7 +14,7 @@ questions, late penalties), the scores are the final ones and the late work, adj
 and pending by-hand grades are counted. Text a student controls appears only in the
 "Problems" list (the row id and why it is not ``graded``), one line each. Every text
 read from ``grades.json`` (a file on disk) is escaped
-(:func:`~kpca_lib.course.grading.record.text.markdown_text`, with the underscores inside
+(:func:`~kpca_lib.course.grading.text.markdown_text`, with the underscores inside
 identifiers left as they are, so that the tables still read as plain text).
 """
 
@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..text import markdown_text
 from .gradebook import STATUSES, format_points, problem
 from .policy import Final
-from .text import markdown_text
 
 __all__ = ["Bin", "QuestionStats", "CheckStats", "Summary", "summarize", "score_bins",
            "summary_markdown", "summary_png", "format_duration", "MAX_PER_POINT_BINS",
@@ -164,7 +164,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
     ----------
     rows : iterable of mapping
         Each with ``status``, ``score``, ``questions`` and ``checks`` as
-        :mod:`~kpca_lib.course.grading.grade` writes them; ``grader_error`` and
+        :mod:`~kpca_lib.course.grading.record.rows` writes them; ``grader_error`` and
         ``run_seconds`` when present. Every row counts in the scores (an ``invalid`` row
         scores 0, as do the questions of a row the grader failed on).
     points : mapping
@@ -190,9 +190,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
     failures = checked = 0
     problems = []
     for r in rows:
-        final = finals.get(str(r.get("submission"))) if finals is not None else None
-        if final is not None:
-            r = {**r, "score": final.score, "questions": final.questions}
+        r = _with_final(r, finals)
         status = r.get("status")
         why = problem(dict(r))
         if why:
@@ -202,40 +200,14 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
             failures += 1
         score = r.get("score")
         scores.append(float(score) if _number(score) else 0.0)
-        qs = r.get("questions") if isinstance(r.get("questions"), Mapping) else {}
-        for q in points:
-            v = qs.get(q)
-            per_question[q].append(float(v) if _number(v) else 0.0)
+        _add_question_scores(per_question, r.get("questions"))
         t = r.get("run_seconds")
         if _number(t) and t >= 0:
             seconds.append(float(t))
         results = r.get("checks") if isinstance(r.get("checks"), list) else []
         if results:
             checked += 1
-        for c in results:
-            if not isinstance(c, Mapping):
-                continue
-            key = (str(c.get("question", "")), str(c.get("id", "")))
-            entry = checks.get(key)
-            if entry is None:
-                p = c.get("points")
-                entry = checks[key] = {
-                    "description": str(c.get("description", "")), "hidden": bool(c.get("hidden")),
-                    "points": float(p) if _number(p) else 0.0, "failed": 0, "rows": 0,
-                    "order": len(checks)}
-            entry["rows"] += 1
-            if not c.get("passed"):
-                entry["failed"] += 1
-    edges = score_bins(max_score)
-    tally = [0] * len(edges)
-    for s in scores:
-        tally[_bin_index(s, edges)] += 1
-    bins = [Bin(low, high, n, last=i == len(edges) - 1)
-            for i, ((low, high), n) in enumerate(zip(edges, tally, strict=True))]
-    order = {q: i for i, q in enumerate(points)}
-    failed = sorted(((k, e) for k, e in checks.items() if e["failed"]),
-                    key=lambda ke: (-ke[1]["failed"], order.get(ke[0][0], len(order)),
-                                    ke[1]["order"]))
+        _add_checks(checks, results)
     ran = [t for t in seconds if t > 0]
     return Summary(
         assignment=assignment,
@@ -245,13 +217,12 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
         grader_failures=failures,
         mean=statistics.fmean(scores) if scores else None,
         median=statistics.median(scores) if scores else None,
-        bins=bins,
+        bins=_histogram(scores, max_score),
         questions=[QuestionStats(q, float(p),
                                  statistics.fmean(per_question[q]) if rows else None,
                                  statistics.median(per_question[q]) if rows else None)
                    for q, p in points.items()],
-        checks=[CheckStats(q, cid, e["description"], e["hidden"], e["points"], e["failed"],
-                           e["rows"]) for (q, cid), e in failed],
+        checks=_most_failed(checks, points),
         checked=checked,
         timed=len(seconds),
         ran=len(ran),
@@ -260,6 +231,64 @@ def summarize(rows: Iterable[Mapping[str, Any]], points: Mapping[str, float], *,
         problems=tuple(problems),
         **_final_counts(finals),
     )
+
+
+def _with_final(row: Mapping[str, Any], finals: Mapping[str, Final] | None) -> Mapping[str, Any]:
+    """``row`` with its final score and question scores, when ``finals`` has a grade for it."""
+    final = finals.get(str(row.get("submission"))) if finals is not None else None
+    if final is not None:
+        return {**row, "score": final.score, "questions": final.questions}
+    return row
+
+
+def _add_question_scores(per_question: dict[str, list[float]], qs: Any) -> None:
+    """Append a row's score of each question (0 if missing or not a number) to ``per_question``,
+    from its ``questions`` entry ``qs`` (a mapping, else no score at all)."""
+    qs = qs if isinstance(qs, Mapping) else {}
+    for q, scores in per_question.items():
+        v = qs.get(q)
+        scores.append(float(v) if _number(v) else 0.0)
+
+
+def _add_checks(checks: dict[tuple[str, str], dict[str, Any]], results: list[Any]) -> None:
+    """Count a row's check ``results`` in ``checks``: (question, check id) -> its description,
+    points, rows where it ran, rows that failed it and the order in which it was first seen."""
+    for c in results:
+        if not isinstance(c, Mapping):
+            continue
+        key = (str(c.get("question", "")), str(c.get("id", "")))
+        entry = checks.get(key)
+        if entry is None:
+            p = c.get("points")
+            entry = checks[key] = {
+                "description": str(c.get("description", "")), "hidden": bool(c.get("hidden")),
+                "points": float(p) if _number(p) else 0.0, "failed": 0, "rows": 0,
+                "order": len(checks)}
+        entry["rows"] += 1
+        if not c.get("passed"):
+            entry["failed"] += 1
+
+
+def _histogram(scores: Sequence[float], max_score: float) -> list[Bin]:
+    """The ``scores`` counted in the bins of :func:`score_bins`."""
+    edges = score_bins(max_score)
+    tally = [0] * len(edges)
+    for s in scores:
+        tally[_bin_index(s, edges)] += 1
+    return [Bin(low, high, n, last=i == len(edges) - 1)
+            for i, ((low, high), n) in enumerate(zip(edges, tally, strict=True))]
+
+
+def _most_failed(checks: Mapping[tuple[str, str], Mapping[str, Any]],
+                 points: Mapping[str, float]) -> list[CheckStats]:
+    """The checks failed at least once: most failed first, then in the order of the questions
+    (``points``) and in the order first seen."""
+    order = {q: i for i, q in enumerate(points)}
+    failed = sorted(((k, e) for k, e in checks.items() if e["failed"]),
+                    key=lambda ke: (-ke[1]["failed"], order.get(ke[0][0], len(order)),
+                                    ke[1]["order"]))
+    return [CheckStats(q, cid, e["description"], e["hidden"], e["points"], e["failed"], e["rows"])
+            for (q, cid), e in failed]
 
 
 def _final_counts(finals: Mapping[str, Final] | None) -> dict[str, Any]:
