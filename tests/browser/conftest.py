@@ -106,7 +106,8 @@ def shot(page, name: str) -> Path:
 # --------------------------------------------------------------------------- JupyterLab
 
 
-def open_lab(page, url: str, name: str, log: Path | None = None) -> None:
+def open_lab(page, url: str, name: str, log: Path | None = None,
+             limit_s: float = START_TIMEOUT_S) -> None:
     """Open JupyterLab at ``url`` and wait for its own readiness signals (``LAB_STAGES``).
 
     Each stage is waited for until it shows (at most ``START_TIMEOUT_S``); a page that does not
@@ -117,17 +118,17 @@ def open_lab(page, url: str, name: str, log: Path | None = None) -> None:
 
     # "commit": the navigation itself; the page's scripts may take long on a busy machine,
     # and the stages below wait for what they build rather than for the load event.
-    page.goto(url, wait_until="commit", timeout=START_TIMEOUT_S * 1000)
+    page.goto(url, wait_until="commit", timeout=limit_s * 1000)
     for stage, condition in LAB_STAGES:
         try:
-            page.wait_for_function(condition, timeout=START_TIMEOUT_S * 1000)
+            page.wait_for_function(condition, timeout=limit_s * 1000)
         except PlaywrightTimeout:
             picture = shot(page, f"{name}-not-ready")
             tail = ""
             if log is not None and log.exists():
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             pytest.fail(
-                f"JupyterLab's page did not come up within {START_TIMEOUT_S} s: it never showed "
+                f"JupyterLab's page did not come up within {limit_s:g} s: it never showed "
                 f"that {stage}. Screenshot: {picture}. Browser console: "
                 f"{getattr(page, 'console_log', [])[-10:]}. Server log (end):\n{tail}",
                 pytrace=False,

@@ -111,3 +111,17 @@ def test_make_lab_opens_lecture_01_without_news(page, tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+def test_a_page_that_does_not_come_up_fails_naming_the_stage(page, tmp_path):
+    """What a blank page gives: the stage it stopped at, a screenshot and the log's end."""
+    require_browser()
+    log = tmp_path / "lab.log"
+    log.write_text("line 1\nthe server's last words\n")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        open_lab(page, "data:text/html,<title>blank</title>", "blank-page", log, limit_s=1)
+    message = str(failed.value)
+    assert "never showed that its scripts built the application shell (#main)" in message
+    assert "the server's last words" in message
+    picture = ROOT / "build" / "screenshots" / "blank-page-not-ready.png"
+    assert picture.is_file() and str(picture) in message
