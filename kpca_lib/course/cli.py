@@ -295,20 +295,6 @@ def summary_compact(summary: Any) -> str:
     return summary_markdown(summary, compact=True)
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0; got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1; got {text}")
-    return value
-
-
 def _cluster(text: str) -> str:
     from .grading.run.cluster import parse_cluster  # does not import Dask
 
@@ -376,16 +362,16 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--sandbox", choices=("bwrap", "none"), default="bwrap",
                     help="run each submission in a bubblewrap sandbox (default), or 'none': "
                     "unsandboxed, with your rights (only for submissions you trust)")
-    gr.add_argument("--timeout", type=_positive_float, default=30.0,
+    gr.add_argument("--timeout", type=float, default=30.0,
                     help="seconds per cell before it is interrupted (default: 30)")
-    gr.add_argument("--jobs", type=_positive_int, default=min(4, os.cpu_count() or 1),
+    gr.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                     help="submissions graded in parallel (default: number of cores, at most 4)")
     gr.add_argument("--cluster", type=_cluster, default=None,
                     help="run the submissions on a Dask cluster (needs the `cluster` extra), one "
                     "task per submission, instead of --jobs local workers: local:N starts N "
                     "worker processes on this machine; tcp://HOST:PORT or a scheduler file "
                     "(.json) uses a running scheduler. The secret and the checks stay here")
-    gr.add_argument("--memory", type=_positive_int, default=2048,
+    gr.add_argument("--memory", type=int, default=2048,
                     help="memory limit per kernel in MB (address space; default: 2048)")
     gr.add_argument("--solutions", help="solutions folder (default: the repository's)")
     gr.add_argument("--seed", help="secret that seeds the grader's inputs (default: "
