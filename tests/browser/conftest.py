@@ -110,7 +110,7 @@ def open_lab(page, url: str, name: str, log: Path | None = None,
              limit_s: float = START_TIMEOUT_S) -> None:
     """Open JupyterLab at ``url`` and wait for its own readiness signals (``LAB_STAGES``).
 
-    Each stage is waited for until it shows (at most ``START_TIMEOUT_S``); a page that does not
+    Each stage is waited for until it shows (at most ``limit_s``); a page that does not
     come up fails the test naming the stage it stopped at, with a screenshot
     (``build/screenshots/NAME-not-ready.png``) and the end of the server's log.
     """

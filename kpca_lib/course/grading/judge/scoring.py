@@ -153,7 +153,7 @@ def explain(built: GradingNotebook, errors: Mapping[int, tuple[str, str, str]], 
     messages: list[str] = []
     for cell in sorted(errors):
         qid = built.owners[cell] if cell < len(built.owners) else None
-        text = _raised(built, cell, errors[cell])
+        text = _raised(built, cell, errors[cell], qid)
         hint = "" if cell in skip else memory_hint(errors[cell][1], memory_mb)  # skip: the limit was seen
         if qid is None:
             messages.append(f"{text} (after the last check cell; no question depends on it)." + hint)
@@ -173,10 +173,10 @@ def explain(built: GradingNotebook, errors: Mapping[int, tuple[str, str, str]], 
     return notes, messages
 
 
-def _raised(built: GradingNotebook, cell: int, error: tuple[str, str, str]) -> str:
-    """``code cell 7 (`...`) raised NameError: ...``, saying where the grader checks, if there."""
+def _raised(built: GradingNotebook, cell: int, error: tuple[str, str, str], qid: str | None) -> str:
+    """``code cell 7 (`...`) raised NameError: ...``, saying where the grader checks ``qid``, if
+    there."""
     label, ename, evalue = error
-    qid = built.owners[cell] if cell < len(built.owners) else None
     kind = built.kinds[cell]
     where = f"{label}, where the grader checks {qid}," if kind == "export" else label
     text = f"{where} raised {ename}" + (f": {evalue}" if evalue else "")

@@ -23,14 +23,11 @@ from typing import Any
 
 from ..config import GradeConfig, Mode, grading_secret
 from ..judge.notebooks import read_solution
-from ..record.gradebook import STATUSES, submission_paths
-from ..record.rows import Row
-from ..run.handed_in import MAX_SUBMISSION_BYTES
+from ..record.gradebook import submission_paths
 from .batch import Batch, grade_rows, hand_back, open_gradebook, open_runner, plan_batch, read_rules
 from .canary import CanaryFailed, run_canary
 
-__all__ = ["grade", "grade_batch", "Row", "Batch", "CanaryFailed", "GradeConfig", "Mode",
-           "MAX_SUBMISSION_BYTES", "STATUSES"]
+__all__ = ["grade", "grade_batch", "Batch", "CanaryFailed"]
 
 
 def grade(config: GradeConfig, submissions: Sequence[Path]) -> Batch:

@@ -53,6 +53,7 @@ from ..record.rows import (
 )
 from ..record.summary import Summary
 from ..run.handed_in import link_counts
+from ..run.runner import run_all
 from ..text import visible
 from .progress import Progress
 from .submission import Runner, Submission, run_submissions, start
@@ -120,8 +121,6 @@ def read_rules(config: GradeConfig, solution: Solution) -> Rules:
 
 def open_runner(config: GradeConfig) -> contextlib.AbstractContextManager[Runner]:
     """The function that runs the notebooks: local workers, or a Dask cluster's."""
-    from ..run.runner import run_all
-
     if config.cluster is None:
         return contextlib.nullcontext(run_all)
     from ..run.cluster import open_cluster  # imports Dask
