@@ -31,7 +31,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import pytest
+
+from kpca_lib.course.grading.judge.notebooks import meta
 
 sys.path.insert(0, str(Path(__file__).parent))
 import attack_catalog as C  # noqa: E402
@@ -226,15 +229,29 @@ class TestSizedPlacesWithoutCgroups(BatchChecks):
 
 
 # --------------------------------------------------------------------------- a canary before the class
+def _slow_setup(path: Path, seconds: float) -> None:
+    """Make the solution's set-up cell (trusted: it runs in every graded notebook) sleep."""
+    nb = nbformat.read(path, as_version=4)
+    setup = next(c for c in nb.cells if meta(c).get("role") == "setup")
+    setup.source = f"import time\ntime.sleep({seconds})\n" + setup.source
+    nbformat.write(nb, path)
+
+
 @pytest.mark.parametrize(("flags", "names"), [
     (("--memory", "50"), "--memory"),
     (("--memory", "2"), "--memory"),  # meant as GB
-    (("--timeout", "0.05"), "--timeout"),
+    (("--timeout", "0.5"), "--timeout"),
 ], ids=["memory_50", "memory_2_meant_as_GB", "timeout_too_short"])
 def test_a_setting_the_solution_fails_stops_before_grading(tmp_path_factory, flags, names):
     """A limit no notebook meets stops the command before any row: non-zero exit, a message
-    on stderr naming the setting, and no gradebook in --out; so no student is charged."""
+    on stderr naming the setting, and no gradebook in --out; so no student is charged.
+
+    For the time limit, the course's set-up cell sleeps 2 s in this world's solutions: a
+    ``--timeout`` shorter than the solution's slowest cell on any machine (the real cells can
+    all finish within a short limit on a fast machine, which made the case depend on timing)."""
     world = W.make_world(tmp_path_factory.mktemp("canary"))
+    if "--timeout" in flags:
+        _slow_setup(world.solutions / W.FILE, seconds=2)
     try:
         paths = [W.write_submission(world, "honest_full_1", W.student_copy()),
                  W.write_submission(world, "honest_blank_1", W.blank())]
