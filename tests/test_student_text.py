@@ -359,3 +359,23 @@ def test_memory_limit_hits_alone_do_not_crash_a_cell_that_raised_something_else(
     cell = _answer_cell(job, SOLUTION.questions[2])
     run = _run(job, cell, True, memory_hits=2, ename="ValueError", evalue="x")
     assert _classify(run, job.built.owners) == ("graded", None, "")
+
+
+def test_a_kernel_that_never_started_is_run_again_and_charges_nothing():
+    """No cell of the student's ran: the attempt is repeated as it was (a transient failure of
+    the machine), up to MAX_RESUMES; only then is the stop recorded as before."""
+    from kpca_lib.course.grading.config import GradeConfig
+    from kpca_lib.course.grading.pipeline.submission import MAX_RESUMES, after_run
+
+    config = GradeConfig(assignment=SOLUTION.assignment, solutions=ROOT / "solutions",
+                         out=Path("grades"))
+    job = _job()
+    job.attempts = 1
+    run = _run(job, 0, alive=None)
+    assert classify(run) == ("crashed", 0, "the kernel did not start")
+    after_run(job, run, config)
+    assert job.resume and not job.skip and not job.zeroed and not job.failures
+    assert job.row.status == "graded" and job.row.messages == []
+    job.attempts, job.resume = MAX_RESUMES, False
+    after_run(job, _run(job, 0, alive=None), config)  # the last attempt: recorded as a stop
+    assert job.row.status == "crashed" and "the kernel did not start" in " ".join(job.row.messages)

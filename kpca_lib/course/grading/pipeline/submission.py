@@ -25,7 +25,7 @@ from ..record.policy import format_time
 from ..record.rows import Row
 from ..run.handed_in import read_submission
 from ..run.kernel_side import PREAMBLE
-from ..run.outcome import cell_errors, classify, limit_words
+from ..run.outcome import cell_errors, classify, limit_words, never_started
 from ..run.runner import Run, write_attempt
 from .progress import Progress
 
@@ -98,8 +98,14 @@ def attempt(sub: Submission) -> Run:
 def after_run(sub: Submission, run: Run, config: GradeConfig) -> None:
     """Take what one attempt showed: the cells that raised, the answers exported before any
     stop, and the cell that ran out of time or memory (its question scores 0; the notebook
-    runs again without it while questions are left and :data:`MAX_RESUMES` allows)."""
+    runs again without it while questions are left and :data:`MAX_RESUMES` allows).
+
+    An attempt whose kernel never started ran nothing of the student's: it is run again as it
+    was, charging nothing, while :data:`MAX_RESUMES` allows."""
     sub.row.seconds += run.seconds
+    if never_started(run) and sub.attempts < MAX_RESUMES:
+        sub.resume = True
+        return
     built = sub.built
     status, cell, message = classify(run)
     for k, error in cell_errors(run, built).items():

@@ -14,7 +14,7 @@ from ..judge.notebooks import GradingNotebook
 from ..judge.scoring import memory_error
 from .runner import Run
 
-__all__ = ["classify", "limit_words", "cell_errors"]
+__all__ = ["classify", "never_started", "limit_words", "cell_errors"]
 
 #: The kinds of cells whose exceptions the feedback reports (not the grader's own cells).
 REPORTED_KINDS = ("answer", "student", "setup", "demo", "export")
@@ -44,6 +44,13 @@ def classify(run: Run) -> tuple[str, int | None, str]:
     if not run.finished:
         return "crashed", None, run.note or "the notebook run did not finish"
     return "graded", None, ""
+
+
+def never_started(run: Run) -> bool:
+    """Whether the run's kernel never started: no cell ran, so nothing the notebook did caused
+    it (a transient failure of the machine, or a limit too small for any kernel, which the
+    canary reports before any submission is graded)."""
+    return any(out.alive is None and out.outcome in ("failed", "error") for out in run.cells.values())
 
 
 def _stopped(facts: dict[str, Any], alive: bool | None, text: str) -> tuple[str, str] | None:
