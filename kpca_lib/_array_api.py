@@ -57,7 +57,7 @@ from ._exact import (
     nothing_positive_message,
     warn_nothing_to_project,
 )
-from ._validation import check_positive, check_random_state
+from ._validation import check_nonnegative, check_random_state, detached
 from ._verify import EXHAUSTED, ORTHONORMALITY_TOL, Verification, residual_bound
 from .kernels import KERNELS, KernelSpec, check_kernel_values
 
@@ -191,21 +191,38 @@ def check_device_params(estimator: Any, spec: KernelSpec) -> None:
 
 
 def _check_X(X: Any, xp: ModuleType, name: str = "X", dtype: Any = None) -> Any:
-    """``X`` as a finite 2-D floating array of its namespace and device."""
+    """``X`` as a finite 2-D floating array of its namespace and device.
+
+    A tensor that requires grad is detached, integer and boolean arrays become the
+    device's widest float (or ``dtype``), and a non-contiguous view (a transpose, a
+    strided slice) is used as it is (every operation here takes any strides).
+    """
+    X = detached(X)
     if X.ndim != 2:
         raise ValueError(
             f"Expected a 2D array, got {name} with {X.ndim} dimension(s) (shape {tuple(X.shape)})."
         )
     if X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"{name} is empty: shape {tuple(X.shape)}; at least one sample and one "
-                         "feature are required.")
+        raise ValueError(
+            f"{name} is empty: shape {tuple(X.shape)}; at least one sample and one "
+            "feature are required."
+        )
     if xp.isdtype(X.dtype, "complex floating"):
         raise ValueError(f"Complex data not supported: {name} has complex values.")
     dtype = _float_dtype(X, xp) if dtype is None else dtype
     if X.dtype != dtype:
         X = xp.astype(X, dtype)
-    if not bool(xp.all(xp.isfinite(X))):
-        raise ValueError(f"Input {name} contains NaN or infinity.")
+    finite = xp.isfinite(X)
+    if not bool(xp.all(finite)):
+        bad = np.argwhere(~_convert_to_numpy(finite, xp))[0]
+        raise ValueError(
+            f"Input {name} contains NaN or infinity (first at index "
+            f"{tuple(int(i) for i in bad)}, of {X.shape[0]}×{X.shape[1]}); remove or impute "
+            "those values before KernelPCA: e.g. drop the rows with "
+            f"{name}[xp.all(xp.isfinite({name}), axis=1)] (torch: "
+            f"{name}[torch.isfinite({name}).all(dim=1)]), or impute them with "
+            "sklearn.impute.SimpleImputer on a NumPy copy."
+        )
     return X
 
 
@@ -241,8 +258,15 @@ def _check_spread(sq: Any, xp: ModuleType) -> None:
         )
 
 
-def prepare(spec: KernelSpec, B: Any, xp: ModuleType, *, centred: bool,
-            shift: Any = None, expm1: bool | None = None) -> _Prepared:
+def prepare(
+    spec: KernelSpec,
+    B: Any,
+    xp: ModuleType,
+    *,
+    centred: bool,
+    shift: Any = None,
+    expm1: bool | None = None,
+) -> _Prepared:
     """Prepare the reference rows ``B`` for :func:`kernel_block` (the CPU evaluator's rules).
 
     ``centred``: the caller centres the kernel, so the linear kernel may use
@@ -280,8 +304,16 @@ def _side(prep: _Prepared, A: Any, xp: ModuleType) -> tuple[Any, Any]:
     return As, None
 
 
-def kernel_block(prep: _Prepared, left: Any, left_sq: Any, start: int, stop: int,
-                 xp: ModuleType, *, diagonal_at: int | None = None) -> Any:
+def kernel_block(
+    prep: _Prepared,
+    left: Any,
+    left_sq: Any,
+    start: int,
+    stop: int,
+    xp: ModuleType,
+    *,
+    diagonal_at: int | None = None,
+) -> Any:
     """``k(left, B[start:stop])``; ``diagonal_at=j``: ``left`` is ``B[j:j+m]`` (made symmetric there)."""
     spec = prep.spec
     right = prep.right[start:stop, :]
@@ -408,8 +440,19 @@ def _descending(theta: Any, S: Any, xp: ModuleType, k: int) -> tuple[Any, Any]:
 
 
 def subspace_iteration(
-    matmat: Any, n: int, k: int, b: int, xp: ModuleType, *, device: Any, dtype: Any,
-    tol: float, max_products: int, dtype_eps: float, matrix_norm: float, seed: int = 0,
+    matmat: Any,
+    n: int,
+    k: int,
+    b: int,
+    xp: ModuleType,
+    *,
+    device: Any,
+    dtype: Any,
+    tol: float,
+    max_products: int,
+    dtype_eps: float,
+    matrix_norm: float,
+    seed: int = 0,
     start: Any = None,
 ) -> _Iteration:
     """Top-``k`` eigenpairs of a symmetric operator by block subspace iteration with Rayleigh–Ritz.
@@ -462,10 +505,22 @@ def _project_out(Z: Any, U: Any, xp: ModuleType) -> Any:
 
 
 def verify_on_device(
-    matmat: Any, n: int, k: int, theta: Any, U: Any, xp: ModuleType, *, tol: float,
-    norm_estimate: float | None, matrix_norm: float | None, dtype_eps: float,
-    orthonormality_tol: float = ORTHONORMALITY_TOL, check_block: int = 4,
-    min_passes: int = 3, max_passes: int = 6, seed: int = 12345,
+    matmat: Any,
+    n: int,
+    k: int,
+    theta: Any,
+    U: Any,
+    xp: ModuleType,
+    *,
+    tol: float,
+    norm_estimate: float | None,
+    matrix_norm: float | None,
+    dtype_eps: float,
+    orthonormality_tol: float = ORTHONORMALITY_TOL,
+    check_block: int = 4,
+    min_passes: int = 3,
+    max_passes: int = 6,
+    seed: int = 12345,
 ) -> Verification:
     """The checks of :func:`kpca_lib._verify.verify_eigenpairs`, in ``xp`` on ``U``'s device.
 
@@ -517,8 +572,7 @@ def verify_on_device(
             mu_all, S = xp.linalg.eigh(H)
             mu = _to_host(mu_all, xp)
             norm = max(norm, float(np.max(np.abs(mu))))
-            slack = 2.0 * residual_bound(norm, tol, n, dtype_eps=dtype_eps,
-                                         matrix_norm=matrix_norm)
+            slack = 2.0 * residual_bound(norm, tol, n, dtype_eps=dtype_eps, matrix_norm=matrix_norm)
             top = S[:, -1:]
             rho = float(xp.sum((AQ @ top - (Q @ top) * mu_all[-1]) ** 2)) ** 0.5
             report.deflated_top = float(mu[-1])
@@ -580,7 +634,13 @@ class _Solve:
 
 
 def smallest_eigenvalue_bound(
-    matmat: Any, n: int, xp: ModuleType, *, device: Any, dtype: Any, dtype_eps: float,
+    matmat: Any,
+    n: int,
+    xp: ModuleType,
+    *,
+    device: Any,
+    dtype: Any,
+    dtype_eps: float,
     matrix_norm: float,
 ) -> float:
     """An upper bound of the smallest eigenvalue of a symmetric operator (to report a non-PSD kernel).
@@ -593,8 +653,18 @@ def smallest_eigenvalue_bound(
     """
     b = min(n, 8)
     it = subspace_iteration(
-        lambda V: -matmat(V), n, 1, b, xp, device=device, dtype=dtype, tol=1e-3,
-        max_products=40 * b, dtype_eps=dtype_eps, matrix_norm=matrix_norm, seed=2024,
+        lambda V: -matmat(V),
+        n,
+        1,
+        b,
+        xp,
+        device=device,
+        dtype=dtype,
+        tol=1e-3,
+        max_products=40 * b,
+        dtype_eps=dtype_eps,
+        matrix_norm=matrix_norm,
+        seed=2024,
     )
     return -float(_to_host(it.theta, xp)[0])
 
@@ -604,8 +674,17 @@ def _block_size(k: int, n: int) -> int:
 
 
 def solve_top(
-    K_c: Any, k: int, xp: ModuleType, *, requested: str, tol: float | None, max_iter: int | None,
-    seed: int, dtype_eps: float, matrix_norm: float, smallest: bool = False,
+    K_c: Any,
+    k: int,
+    xp: ModuleType,
+    *,
+    requested: str,
+    tol: float | None,
+    max_iter: int | None,
+    seed: int,
+    dtype_eps: float,
+    matrix_norm: float,
+    smallest: bool = False,
 ) -> _Solve:
     """Verified top-``k`` eigenpairs of the centred kernel on its device, or raise.
 
@@ -635,14 +714,33 @@ def solve_top(
         start = None
         for attempt in range(2):
             it = subspace_iteration(
-                matmat, n, k, b, xp, device=dev, dtype=work, tol=rtol,
-                max_products=max_products, dtype_eps=dtype_eps, matrix_norm=matrix_norm,
-                seed=seed + attempt, start=start,
+                matmat,
+                n,
+                k,
+                b,
+                xp,
+                device=dev,
+                dtype=work,
+                tol=rtol,
+                max_products=max_products,
+                dtype_eps=dtype_eps,
+                matrix_norm=matrix_norm,
+                seed=seed + attempt,
+                start=start,
             )
             U = _flip_signs(it.U, xp)
             check = verify_on_device(
-                matmat, n, k, it.theta, U, xp, tol=rtol, norm_estimate=it.scale,
-                matrix_norm=matrix_norm, dtype_eps=dtype_eps, orthonormality_tol=orth_tol,
+                matmat,
+                n,
+                k,
+                it.theta,
+                U,
+                xp,
+                tol=rtol,
+                norm_estimate=it.scale,
+                matrix_norm=matrix_norm,
+                dtype_eps=dtype_eps,
+                orthonormality_tol=orth_tol,
                 seed=12345 + attempt,
             )
             detail = f"block size {b}"
@@ -653,7 +751,12 @@ def solve_top(
                 result.theta, result.U = it.theta, U
                 if smallest and k < n:
                     result.smallest = smallest_eigenvalue_bound(
-                        matmat, n, xp, device=dev, dtype=work, dtype_eps=dtype_eps,
+                        matmat,
+                        n,
+                        xp,
+                        device=dev,
+                        dtype=work,
+                        dtype_eps=dtype_eps,
                         matrix_norm=matrix_norm,
                     )
                 return result
@@ -669,8 +772,16 @@ def solve_top(
     theta, U = _descending(w, V, xp, k)
     U = _flip_signs(U, xp)
     check = verify_on_device(
-        A.__matmul__, n, k, theta, U, xp, tol=max(rtol, 100.0 * n * _eps(work, xp)),
-        norm_estimate=None, matrix_norm=matrix_norm, dtype_eps=dtype_eps,
+        A.__matmul__,
+        n,
+        k,
+        theta,
+        U,
+        xp,
+        tol=max(rtol, 100.0 * n * _eps(work, xp)),
+        norm_estimate=None,
+        matrix_norm=matrix_norm,
+        dtype_eps=dtype_eps,
         orthonormality_tol=orth_tol,
     )
     result.attempts.append(Attempt("dense", "xp.linalg.eigh", 0.0, 0, check))
@@ -682,8 +793,17 @@ def solve_top(
     return result
 
 
-def _raise_device(result: _Solve, xp: ModuleType, dev: Any, requested: str, n: int, k: int,
-                  tol: float | None, max_iter: int | None, dtype_eps: float) -> None:
+def _raise_device(
+    result: _Solve,
+    xp: ModuleType,
+    dev: Any,
+    requested: str,
+    n: int,
+    k: int,
+    tol: float | None,
+    max_iter: int | None,
+    dtype_eps: float,
+) -> None:
     tried = "\n".join(f"  - {a.describe()}" for a in result.attempts)
     fixes = []
     if requested != "dense":
@@ -722,7 +842,10 @@ class DeviceResult(ExactResult):
     def projections(self) -> Any:
         """``K_c α_k = √λ_k β_k`` on the device."""
         xp = self.xp
-        return self.eigenvectors * xp.astype(xp.sqrt(self.eigenvalues), self.eigenvectors.dtype)[None, :]
+        return (
+            self.eigenvectors
+            * xp.astype(xp.sqrt(self.eigenvalues), self.eigenvectors.dtype)[None, :]
+        )
 
 
 @dataclass(frozen=True)
@@ -744,9 +867,11 @@ class DevicePreimageMap:
         return K @ self.dual_coef_
 
 
-def fit_preimage_device(Z: Any, X: Any, spec: KernelSpec, alpha: float, xp: ModuleType) -> DevicePreimageMap:
+def fit_preimage_device(
+    Z: Any, X: Any, spec: KernelSpec, alpha: float, xp: ModuleType
+) -> DevicePreimageMap:
     """Kernel ridge regression ``(K_Z + αI) C = X`` solved on the device (``xp.linalg.solve``)."""
-    alpha = check_positive(alpha, "alpha")
+    alpha = check_nonnegative(alpha, "alpha")  # 0 allowed, as scikit-learn
     prep = prepare(spec, Z, xp, centred=False)
     K = build_kernel(prep, xp).K
     K = K + alpha * xp.eye(K.shape[0], dtype=K.dtype, device=_device(K))
@@ -786,15 +911,14 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     Sets the same attributes as the CPU fit (arrays of ``xp`` on ``X``'s device)
     and returns the training projections when ``project`` (else ``None``).
     """
-    from ._validation import check_max_iter, check_n_components, check_tol
+    from ._validation import capped_n_components, check_max_iter, check_tol
 
     X = _check_X(X, xp)
     n, d = int(X.shape[0]), int(X.shape[1])
     spec = estimator._check_params(n, d)
     check_device_params(estimator, spec)
-    if estimator.n_components is not None:
-        check_n_components(estimator.n_components, n, f"n_samples = {n}")
-    k = n if estimator.n_components is None else int(estimator.n_components)
+    n_components = capped_n_components(estimator.n_components, n)
+    k = n if n_components is None else n_components
     drop = estimator.n_components is None or bool(estimator.remove_zero_eig)
     tol, max_iter = check_tol(estimator.tol), check_max_iter(estimator.max_iter)
     dev, dtype = _device(X), X.dtype
@@ -803,13 +927,21 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
         X = xp.asarray(X, copy=True)
     prep = prepare(spec, X, xp, centred=True)
     built = build_kernel(prep, xp)
-    check_kernel_values(spec, KernelStats(np.zeros(0), 0.0, built.frobenius, built.max_abs,
-                                          built.finite))
+    check_kernel_values(
+        spec, KernelStats(np.zeros(0), 0.0, built.frobenius, built.max_abs, built.finite)
+    )
     K = built.K
     row_means, grand_mean = center_inplace(K, xp)
     solved = solve_top(
-        K, k, xp, requested=estimator.eigen_solver, tol=tol, max_iter=max_iter,
-        seed=_seed(estimator.random_state), dtype_eps=dtype_eps, matrix_norm=built.frobenius,
+        K,
+        k,
+        xp,
+        requested=estimator.eigen_solver,
+        tol=tol,
+        max_iter=max_iter,
+        seed=_seed(estimator.random_state),
+        dtype_eps=dtype_eps,
+        matrix_norm=built.frobenius,
         smallest=spec.may_be_indefinite,
     )
     del K
@@ -819,14 +951,24 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     rtol = None if tol is None else tol
     if dtype_eps > _EPS64:
         rtol = max(1e-6 if tol is None else tol, 10.0 * _EPS32)
-    bound = _rounding_bound(n, theta, built.frobenius, np_dtype, solver_for_bound, rtol,
-                            solved.smallest)
+    bound = _rounding_bound(
+        n, theta, built.frobenius, np_dtype, solver_for_bound, rtol, solved.smallest
+    )
     eigenvalues = _classify(_HostPairs(theta, bound, solved.smallest), k, n, spec)
     if dtype_eps > _EPS64:
-        fate = "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
+        fate = (
+            "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
+        )
         # n_components=None asks for the non-zero components only: zeros are not a loss.
-        _check_float32_accuracy(eigenvalues, built.frobenius, None, k, fate, "device",
-                                count_zeros=estimator.n_components is not None)
+        _check_float32_accuracy(
+            eigenvalues,
+            built.frobenius,
+            None,
+            k,
+            fate,
+            "device",
+            count_zeros=estimator.n_components is not None,
+        )
     if not np.any(eigenvalues > 0):
         precision = "float32 rounding" if dtype_eps > _EPS64 else "float64 rounding"
         message = nothing_positive_message(n, float(theta.max()), bound, spec, precision)
@@ -869,24 +1011,60 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     return Z if project else None
 
 
+def same_place_message(estimator: Any, what: str, fitted: str, given: str, fix: str) -> str:
+    """scikit-learn's wording (``sklearn.utils._array_api.check_same_namespace``, which its
+    ``check_array_api_same_namespace`` looks for), then where each array is and the fix."""
+    return (
+        f"Inputs passed to {type(estimator).__name__}.{what}() must use the same namespace "
+        f"and the same device as those passed to fit(). This KernelPCA was fitted on "
+        f"{fitted}; {what} got {given}. {fix}"
+    )
+
+
+def _where(X: Any) -> str:
+    device = getattr(X, "device", None)
+    kind = f"{type(X).__module__}.{type(X).__name__}"
+    return kind if device is None else f"{kind} on device {device}"
+
+
+def _move_hint(xp: ModuleType, device: Any) -> str:
+    """How to move an array to ``device`` of ``xp``, in that library's words."""
+    name = xp.__name__
+    if "torch" in name:
+        return f'X = torch.as_tensor(X, device="{device}")'
+    if "cupy" in name:
+        return f"with cupy.cuda.Device({getattr(device, 'id', device)}): X = cupy.asarray(X)"
+    return f"X = {name.rsplit('.', 1)[-1]}.asarray(X, device={device!r})"
+
+
 def _check_same_place(estimator: Any, X: Any, what: str) -> tuple[ModuleType, Any]:
     """The fitted namespace; ``X`` must be of it and on the fitted device."""
     result = estimator._result
+    if getattr(result, "xp", None) is None:
+        raise ValueError(
+            same_place_message(
+                estimator,
+                what,
+                "NumPy data (the CPU path)",
+                f"an Array API array, {_where(X)}",
+                f"Either {_TO_NUMPY}, or refit on the device array.",
+            )
+        )
     xp = result.xp
     try:
-        same = array_namespace(X).__name__ == xp.__name__ and str(_device(X)) == str(
-            result.device
-        )
+        same = array_namespace(X).__name__ == xp.__name__ and str(_device(X)) == str(result.device)
     except (TypeError, AttributeError):  # not an Array API array
         same = False
     if not same:
         raise ValueError(
-            f"this KernelPCA was fitted on the Array API path ({xp.__name__}, device "
-            f"{result.device}), so {what} needs an array of that namespace on that device; got "
-            f"{type(X).__module__}.{type(X).__name__}"
-            + (f" on device {_device(X)}" if hasattr(X, "device") else "")
-            + ". Move X there (e.g. torch.as_tensor(X, device='cuda')), or refit on a NumPy "
-            "array for the CPU path."
+            same_place_message(
+                estimator,
+                what,
+                f"the Array API path ({xp.__name__}, device {result.device})",
+                _where(X),
+                f"Move X there ({_move_hint(xp, result.device)}), or refit on a NumPy array for the "
+                "CPU path.",
+            )
         )
     return xp, result.device
 
@@ -899,11 +1077,6 @@ def _output_dtype(xp: ModuleType, fitted: Any, given: Any) -> Any:
 def transform_device(estimator: Any, X: Any) -> Any:
     """Project ``X`` on the device: ``centre(k(X, X_fit)) @ alphas`` in row blocks."""
     result = estimator._result
-    if getattr(result, "xp", None) is None:
-        raise ValueError(
-            "this KernelPCA was fitted on NumPy data (the CPU path), but X is an Array API "
-            f"array of {type(X).__module__}: {_TO_NUMPY}, or refit on the device array."
-        )
     xp, _ = _check_same_place(estimator, X, "transform")
     fitted = result.alphas.dtype
     given = X.dtype
@@ -921,8 +1094,11 @@ def transform_device(estimator: Any, X: Any) -> Any:
         K = cross_kernel(prep, X, xp, r0, r1)
         if not bool(xp.all(xp.isfinite(K))) or float(xp.max(xp.abs(K))) > 1e140:
             big = float(xp.max(xp.abs(K)))
-            check_kernel_values(result_spec(estimator), KernelStats(
-                np.zeros(0), 0.0, 0.0, big, math.isfinite(big)), where="transform")
+            check_kernel_values(
+                result_spec(estimator),
+                KernelStats(np.zeros(0), 0.0, 0.0, big, math.isfinite(big)),
+                where="transform",
+            )
         K = K - result.col_means[None, :] - xp.mean(K, axis=1)[:, None] + result.grand_mean
         parts.append(K @ result.alphas)
     Z = parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse
@@ -53,6 +53,8 @@ _TRANSFORM_BLOCK = 1 << 21
 _EPS64 = float(np.finfo(np.float64).eps)
 #: A precomputed or callable kernel with max|K_ij| outside this range is scaled inside.
 _SCALE_ABOVE, _SCALE_BELOW = 1e100, 1e-100
+#: Dense data with max|x − mean| outside this range is scaled inside for the linear kernel.
+_LINEAR_ABOVE, _LINEAR_BELOW = 1e50, 1e-50
 
 
 class NonPSDKernelWarning(UserWarning):
@@ -85,6 +87,10 @@ class ExactResult:
         The eigen solver used.
     rounding_bound : float
         Eigenvalues within ``±rounding_bound`` are rounding noise (set to 0).
+    input_exponent : int
+        Linear kernel of dense data far from unit scale (:func:`_linear_exponent`): the
+        fit ran on ``X·2^-input_exponent`` (exact), and ``transform`` does the same;
+        every field above is in the caller's units.
     """
 
     eigenvalues: NDArray[np.float64]
@@ -97,6 +103,7 @@ class ExactResult:
     expm1: bool
     solver: str
     rounding_bound: float
+    input_exponent: int = 0
 
     def projections(self) -> NDArray[np.float64]:
         """The training points' projections ``K_c α_k = √λ_k β_k``."""
@@ -200,9 +207,7 @@ def _eigenpairs(
         smallest = None
         if spec.may_be_indefinite and k < n:
             smallest = _smallest_eigenvalue(panels.centered_matmat, n)
-        bound = _rounding_bound(
-            n, eigenvalues, panels.frobenius_norm, dtype, solver, tol, smallest
-        )
+        bound = _rounding_bound(n, eigenvalues, panels.frobenius_norm, dtype, solver, tol, smallest)
         float32 = dtype == np.float32
         # What float64 storage would resolve, at the caller's tolerance (float32 raises it).
         bound64 = (
@@ -291,6 +296,73 @@ def _eigenpairs(
         float32_frobenius,
         bound64,
         "precomputed",
+    )
+
+
+def _linear_exponent(spec: KernelSpec, X: object) -> int:
+    """``e`` such that the linear kernel of ``X·2^-e`` is near unit scale, when needed (else 0).
+
+    The linear kernel of data scaled by ``s`` is ``s²`` times the kernel (and kernel
+    PCA's components do not change): data near ``1e±100`` would give kernel values
+    beyond what the eigensolvers square safely (``1e±140``) although the result is
+    well defined, as scikit-learn's shows. Such data (the largest ``|x − mean|``
+    outside ``[1e-50, 1e50]``) is fitted as ``X·2^-e``, exactly, and the results
+    are scaled back (eigenvalues by ``4^e``, projections by ``2^e``).
+    """
+    if spec.name != "linear" or scipy.sparse.issparse(X) or X.size == 0:
+        return 0
+    with np.errstate(over="ignore", invalid="ignore"):  # max|x − mean| without an n×d temporary
+        mean = X.mean(axis=0)
+        spread = float(max(np.max(X.max(axis=0) - mean), np.max(mean - X.min(axis=0))))
+    if not np.isfinite(spread) or spread == 0.0 or _LINEAR_BELOW <= spread <= _LINEAR_ABOVE:
+        return 0
+    return int(np.frexp(spread)[1])
+
+
+def _unscale_linear(result: ExactResult, X: NDArray[np.float64], exponent: int) -> ExactResult:
+    """``result`` of a fit on ``X·2^-exponent`` in the units of ``X`` (see :func:`_linear_exponent`)."""
+    with np.errstate(over="ignore"):
+        eigenvalues = np.ldexp(result.eigenvalues, 2 * exponent)
+    if not np.all(np.isfinite(eigenvalues)):
+        raise ValueError(
+            f"the eigenvalues of the linear kernel matrix overflow float64 (X's entries reach "
+            f"2^{exponent} from their mean, and an eigenvalue is up to n_samples·n_features "
+            "times their square): scale X down (kernel PCA's components do not change)."
+        )
+    lost = (result.eigenvalues != 0) & (np.abs(eigenvalues) < np.finfo(np.float64).tiny)
+    if np.any(lost):
+        raise ValueError(
+            f"the eigenvalues of the linear kernel matrix underflow float64 ({int(lost.sum())} "
+            f"of them are below {np.finfo(np.float64).tiny:.3g}: X's entries are about "
+            f"2^{exponent} from their mean, and the eigenvalues scale with their square): scale "
+            "X up, e.g. with StandardScaler (kernel PCA's components do not change)."
+        )
+    return replace(
+        result,
+        eigenvalues=eigenvalues,
+        alphas=np.ldexp(result.alphas, -exponent),
+        col_means=np.ldexp(result.col_means, 2 * exponent),
+        grand_mean=float(np.ldexp(result.grand_mean, 2 * exponent)),
+        X_fit=X,
+        shift=None if result.shift is None else np.ldexp(result.shift, exponent),
+        rounding_bound=float(np.ldexp(result.rounding_bound, 2 * exponent)),
+        input_exponent=exponent,
+    )
+
+
+def _rescaled(result: ExactResult) -> ExactResult:
+    """The inverse of :func:`_unscale_linear`: ``result`` in the units it was fitted in."""
+    e = result.input_exponent
+    return replace(
+        result,
+        eigenvalues=np.ldexp(result.eigenvalues, -2 * e),
+        alphas=np.ldexp(result.alphas, e),
+        col_means=np.ldexp(result.col_means, -2 * e),
+        grand_mean=float(np.ldexp(result.grand_mean, -2 * e)),
+        X_fit=np.ldexp(result.X_fit, -e),
+        shift=None if result.shift is None else np.ldexp(result.shift, -e),
+        rounding_bound=float(np.ldexp(result.rounding_bound, -2 * e)),
+        input_exponent=0,
     )
 
 
@@ -650,6 +722,23 @@ def fit_exact(
         When no requested eigenvalue is positive: every projection is 0, or, with
         ``n_components=None`` or ``remove_zero_eig=True``, no component is left.
     """
+    exponent = _linear_exponent(spec, X)
+    if exponent:  # the same fit on X·2^-e (exact), scaled back
+        scaled = fit_exact(
+            spec,
+            np.ldexp(X, -exponent),
+            n_components,
+            eigen_solver=eigen_solver,
+            tol=tol,
+            max_iter=max_iter,
+            kernel_dtype=kernel_dtype,
+            n_threads=n_threads,
+            remove_zero_eig=remove_zero_eig,
+            iterated_power=iterated_power,
+            random_state=random_state,
+            input_eps=input_eps,
+        )
+        return _unscale_linear(scaled, X, exponent)
     n = X.shape[0]
     k = n if n_components is None else n_components
     drop = n_components is None or bool(remove_zero_eig)
@@ -779,6 +868,14 @@ def transform_exact(
     block: int = _TRANSFORM_BLOCK,
 ) -> NDArray[np.float64]:
     """Project new points: ``center_test_kernel(k(X, X_fit)) @ alphas`` with the fit's statistics."""
+    if result.input_exponent:  # fitted on X·2^-e (a linear kernel far from unit scale)
+        e = result.input_exponent
+        if scipy.sparse.issparse(X):
+            X = X.toarray()
+        Z = transform_exact(
+            spec, _rescaled(result), np.ldexp(X, -e), n_threads=n_threads, block=block
+        )
+        return np.ldexp(Z, e)
     n_fit = result.alphas.shape[0]
     rows = max(1, (block * max(1, n_threads)) // n_fit)
     Z = np.empty((X.shape[0], result.alphas.shape[1]))

@@ -17,7 +17,9 @@ __all__ = [
     "check_array",
     "check_degree",
     "check_n_components",
+    "capped_n_components",
     "check_positive",
+    "check_nonnegative",
     "check_square",
     "check_finite_scalar",
     "check_n_jobs",
@@ -40,6 +42,19 @@ MAX_DEGREE = 2**31 - 1
 
 class InputTypeError(ValueError, TypeError):
     """Data whose entries are not numbers (a ``ValueError``, and a ``TypeError`` as in NumPy)."""
+
+
+def detached(X: object) -> object:
+    """``X`` without its autograd graph (a PyTorch tensor that requires grad), else ``X``.
+
+    Kernel PCA is not differentiated (its eigensolver and verification are not
+    autograd operations), so such a tensor is used by value, as ``X.detach()``:
+    NumPy would refuse it (``np.asarray``), and the Array API path would record a
+    graph it never uses. Duck-typed: no array library is imported.
+    """
+    if getattr(X, "requires_grad", False) is True and callable(getattr(X, "detach", None)):
+        return X.detach()
+    return X
 
 
 def check_array(X: ArrayLike, name: str = "X", *, ensure_2d: bool = True) -> NDArray[np.float64]:
@@ -70,6 +85,7 @@ def check_array(X: ArrayLike, name: str = "X", *, ensure_2d: bool = True) -> NDA
             f"{name} is a sparse matrix: sparse input is not supported; "
             f"pass a dense array, e.g. {name}.toarray()."
         )
+    X = detached(X)
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
@@ -118,6 +134,25 @@ def check_array(X: ArrayLike, name: str = "X", *, ensure_2d: bool = True) -> NDA
     return arr
 
 
+def capped_n_components(n_components: object, n_samples: int) -> int | None:
+    """Exact kernel PCA's ``n_components``: ``None``, or an integer >= 1 capped at ``n_samples``.
+
+    As scikit-learn's ``KernelPCA`` (``min(n_samples, n_components)``): the centred
+    kernel matrix has ``n_samples`` eigenpairs, so asking for more gives them all (in
+    ``GridSearchCV``, a candidate larger than a training fold still scores).
+    """
+    if n_components is None:
+        return None
+    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
+        raise ValueError(
+            f"n_components must be None or an integer >= 1 (at most n_samples = {n_samples} "
+            f"are computed); got {n_components!r}."
+        )
+    if int(n_components) < 1:
+        raise ValueError(f"n_components must be None or an integer >= 1; got {n_components}.")
+    return min(int(n_components), n_samples)
+
+
 def check_square(K: ArrayLike, name: str = "K") -> NDArray[np.float64]:
     """Return ``K`` as a finite float64 square matrix, or raise ``ValueError``."""
     K = check_array(K, name)
@@ -141,6 +176,14 @@ def check_positive(value: object, name: str) -> float:
     value = check_finite_scalar(value, name)
     if value <= 0:
         raise ValueError(f"{name} must be > 0; got {value!r}.")
+    return value
+
+
+def check_nonnegative(value: object, name: str) -> float:
+    """Return ``value`` as a float if it is a finite number >= 0, else raise ``ValueError``."""
+    value = check_finite_scalar(value, name)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0; got {value!r}.")
     return value
 
 

@@ -32,6 +32,7 @@ scikit-learn's own tests of ``KernelPCA`` against it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -52,18 +53,19 @@ from ._dask import is_dask_array
 from ._eigen import EIGEN_SOLVERS, choose_solver
 from ._exact import ExactResult, NonPSDKernelWarning, fit_exact, transform_exact
 from ._validation import (
+    capped_n_components,
     check_array,
     check_bool,
     check_finite_scalar,
     check_iterated_power,
     check_kernel_dtype,
     check_max_iter,
-    check_n_components,
     check_n_features,
     check_n_jobs,
     check_random_state,
     check_sparse_array,
     check_tol,
+    detached,
     output_dtype,
 )
 from .centering import center_kernel
@@ -90,6 +92,30 @@ _NO_INVERSE = (
 )
 
 
+class _InverseTransform:
+    """``inverse_transform`` as an attribute that exists only with ``fit_inverse_transform=True``.
+
+    Without the pre-image map, getting the attribute raises scikit-learn's
+    :class:`~sklearn.exceptions.NotFittedError` (the message scikit-learn gives when
+    it is called), which is also an ``AttributeError``: ``hasattr(est,
+    "inverse_transform")`` is ``False``, so that scikit-learn's estimator checks
+    (``check_array_api_input``), ``Pipeline`` and other duck-typing callers skip a map
+    that was not asked for, while ``est.inverse_transform(Z)`` still raises the same
+    ``NotFittedError`` as scikit-learn's ``KernelPCA``.
+    """
+
+    def __init__(self, method: Callable) -> None:
+        self.method = method
+        functools.update_wrapper(self, method)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Callable:
+        if instance is None:
+            return self.method  # on the class: the plain function (help, Sphinx)
+        if not getattr(instance, "fit_inverse_transform", False):
+            raise NotFittedError(_NO_INVERSE)
+        return self.method.__get__(instance, owner)
+
+
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel principal component analysis, exact or approximate.
 
@@ -103,9 +129,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Parameters
     ----------
     n_components : int, optional
-        Number of components, between 1 and ``n_samples`` (and ``n_features``
-        for an approximation). ``None`` keeps every component with a non-zero
-        eigenvalue.
+        Number of components, at least 1. More than ``n_samples`` is capped at
+        ``n_samples`` (exact method, as scikit-learn); an approximation needs
+        at most ``min(n_samples, n_features)``. ``None`` keeps every component
+        with a non-zero eigenvalue.
     kernel : {"linear", "poly", "rbf", "sigmoid", "cosine", "precomputed"} or callable, default="linear"
         ``"linear"``: ``xᵀy``; ``"poly"``: ``(γ xᵀy + coef0)^degree``;
         ``"rbf"``: ``exp(−γ‖x−y‖²) = exp(−‖x−y‖²/(2σ²))``; ``"sigmoid"``:
@@ -129,8 +156,17 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Degree ``p`` of the polynomial kernel.
     coef0 : float, default=1.0
         Constant of the polynomial and sigmoid kernels.
+    kernel_params : dict, optional
+        Keyword arguments of a callable kernel: ``kernel(x, y, **kernel_params)``
+        (scikit-learn's parameter). Unlike scikit-learn, which ignores them for a
+        named kernel, a non-empty ``kernel_params`` with a named kernel is a
+        ``ValueError``: pass ``gamma``, ``degree`` and ``coef0`` (or ``sigma``)
+        instead.
     alpha : float, default=1.0
-        Ridge of the learned pre-image map (``fit_inverse_transform=True``).
+        Ridge (>= 0, as scikit-learn) of the learned pre-image map
+        (``fit_inverse_transform=True``). ``alpha=0`` interpolates the training
+        pairs and needs a kernel matrix of the projections that is positive
+        definite (a ``ValueError`` says so otherwise).
     fit_inverse_transform : bool, default=False
         Learn the pre-image map (kernel ridge regression from the projections
         back to ``X``, Bakır, Weston & Schölkopf 2004, with the same kernel) so
@@ -172,9 +208,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     remove_zero_eig : bool, default=False
         Drop the components whose eigenvalue is 0 (within rounding), so that
         there may be fewer than ``n_components``; with ``n_components=None``
-        they are always dropped (as scikit-learn). Unlike scikit-learn, a fit
-        that would keep no component at all raises a ``ValueError`` (naming
-        the cause) instead of returning an ``(n, 0)`` array.
+        they are always dropped (as scikit-learn). A fit that keeps no
+        component at all returns ``(n, 0)`` projections, as scikit-learn, and
+        warns (a ``UserWarning`` naming the cause); only
+        ``fit_inverse_transform=True`` then raises a ``ValueError``, since its
+        pre-image map has no component to learn from.
     kernel_dtype : {"float64", "float32"}, default="float64"
         Storage precision of the kernel matrix for the iterative solvers with
         a named kernel. ``"float32"`` halves the memory again and speeds up
@@ -292,6 +330,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         gamma: float | None = None,
         degree: int = 3,
         coef0: float = 1.0,
+        kernel_params: dict | None = None,
         alpha: float = 1.0,
         fit_inverse_transform: bool = False,
         eigen_solver: str = "auto",
@@ -312,6 +351,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
+        self.kernel_params = kernel_params
         self.alpha = alpha
         self.fit_inverse_transform = fit_inverse_transform
         self.eigen_solver = eigen_solver
@@ -328,8 +368,24 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     # -- parameters --------------------------------------------------------------------
     def _kernel_spec(self, n_features: int) -> KernelSpec:
+        kernel = self.kernel
+        params = self.kernel_params
+        if params is not None and not isinstance(params, dict):
+            raise ValueError(
+                f"kernel_params must be None or a dict of keyword arguments of a callable "
+                f"kernel; got {type(params).__name__}."
+            )
+        if params and not callable(kernel):
+            raise ValueError(
+                f"kernel_params={params!r} are keyword arguments of a callable kernel, but "
+                f"kernel={kernel!r} is a named kernel, which would ignore them (scikit-learn "
+                "does, silently). Pass its parameters as gamma=, degree=, coef0= (or sigma= "
+                "for 'rbf'), or drop kernel_params."
+            )
+        if params and callable(kernel):
+            kernel = functools.partial(kernel, **params)
         spec = make_kernel(
-            self.kernel,
+            kernel,
             sigma=self.sigma,
             gamma=self.gamma,
             degree=self.degree,
@@ -365,7 +421,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                     "needs the kernel function. Use fit_inverse_transform=False, or pass the "
                     "kernel by name or as a callable."
                 )
-            alpha = check_finite_scalar(self.alpha, "alpha")
+            alpha = check_finite_scalar(self.alpha, "alpha")  # 0 allowed, as scikit-learn
             if alpha < 0:
                 raise ValueError(
                     f"alpha (the ridge of the pre-image map) must be >= 0; got {alpha!r}."
@@ -439,14 +495,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             Z = transform_approximate(result, X) if needed else None
             self.eigen_solver_ = "features"
         else:
-            if self.n_components is not None:
-                check_n_components(self.n_components, n, f"n_samples = {n}")
+            n_components = capped_n_components(self.n_components, n)
             if self.copy_X and _shares_memory(X, X_in):
                 X = X.copy()  # X_fit_ must not change when the caller edits X
             result = fit_exact(
                 spec,
                 X,
-                self.n_components,
+                n_components,
                 eigen_solver=self.eigen_solver,
                 tol=check_tol(self.tol),
                 max_iter=check_max_iter(self.max_iter),
@@ -483,7 +538,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._spec = spec
         self.eigenvalues_ = result.eigenvalues
         self.explained_variance_ = result.eigenvalues / n
-        self.n_components_ = int(result.eigenvalues.size)
+        self.n_components_ = int(result.eigenvalues.shape[0])
         self.n_features_in_ = n_features_in
         self.gamma_ = spec.gamma
         self.sigma_ = spec.sigma
@@ -591,18 +646,22 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_n_features(X, self.n_features_in_, type(self).__name__)
         return transform_dask(self._result, X)
 
+    @_InverseTransform
     def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
         """Pre-images of projections ``X`` (shape (n, n_components)), by the learned map.
 
         Needs ``fit_inverse_transform=True``. As in scikit-learn, the map is a
         kernel ridge regression from the training projections back to the
         training points; it does not reconstruct the data mean exactly (the
-        kernel is centred).
+        kernel is centred). With ``fit_inverse_transform=False`` the attribute
+        does not exist: ``hasattr(est, "inverse_transform")`` is ``False`` and
+        ``est.inverse_transform`` raises scikit-learn's ``NotFittedError`` (also
+        an ``AttributeError``) with scikit-learn's message.
         """
         check_is_fitted(self, "eigenvalues_")
         if self._preimage is None:
             raise NotFittedError(_NO_INVERSE)
-        if _on_device(self):  # kpca_lib._array_api
+        if _on_device(self) or _device_namespace(X) is not None:  # kpca_lib._array_api
             from ._array_api import inverse_transform_device
 
             return inverse_transform_device(self, X)
@@ -743,4 +802,4 @@ def _shares_memory(X: object, X_in: object) -> bool:
             np.may_share_memory(getattr(X, a), getattr(X_in, a, np.empty(0)))
             for a in ("data", "indices", "indptr")
         )
-    return np.may_share_memory(X, np.asarray(X_in))
+    return np.may_share_memory(X, np.asarray(detached(X_in)))

@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_array, check_positive
+from ._validation import check_array, check_nonnegative, check_positive
 from .kernels import squared_distances
 
 __all__ = [
@@ -142,8 +142,10 @@ def fit_preimage_map(
         ``lambda A, B: kpca_lib.kernels.rbf_kernel(A, B, sigma=s)``. It must be
         positive semi-definite on ``Z_fit`` (any Mercer kernel is).
     alpha : float, default=1.0
-        Ridge parameter, finite and > 0. Larger values give smoother, more
-        averaged pre-images; smaller ones fit the training pairs more closely.
+        Ridge parameter, finite and >= 0 (as scikit-learn's). Larger values give
+        smoother, more averaged pre-images; smaller ones fit the training pairs
+        more closely, and 0 interpolates them (``K_Z`` must then be positive
+        definite).
 
     Returns
     -------
@@ -152,7 +154,7 @@ def fit_preimage_map(
     Raises
     ------
     ValueError
-        If ``alpha`` is not a finite number > 0, the shapes disagree, the kernel
+        If ``alpha`` is not a finite number >= 0, the shapes disagree, the kernel
         returns a matrix of the wrong shape or non-finite values, or
         ``K_Z + alpha I`` is not numerically positive definite (a kernel that is
         not positive semi-definite, or ``alpha`` too small for the rounding).
@@ -166,7 +168,7 @@ def fit_preimage_map(
     >>> bool(np.allclose(m.predict(Z), 2 * Z))
     True
     """
-    alpha = check_positive(alpha, "alpha")
+    alpha = check_nonnegative(alpha, "alpha")
     Z_fit = check_array(Z_fit, "Z_fit")
     X_fit = check_array(X_fit, "X_fit")
     if Z_fit.shape[0] != X_fit.shape[0]:
@@ -267,8 +269,10 @@ def _check_rbf_estimator(estimator: Any) -> tuple[NDArray, NDArray, float]:
             f"{'no X_fit_' if X_fit is None else 'no alphas_'} (an approximation keeps neither: "
             "fit with approximation=None)."
         )
-    return np.asarray(X_fit, dtype=np.float64), np.asarray(alphas, dtype=np.float64), rbf_sigma(
-        estimator
+    return (
+        np.asarray(X_fit, dtype=np.float64),
+        np.asarray(alphas, dtype=np.float64),
+        rbf_sigma(estimator),
     )
 
 
@@ -585,8 +589,7 @@ def denoise(
     """
     if method not in DENOISE_METHODS:
         raise ValueError(
-            f"method must be one of {', '.join(repr(m) for m in DENOISE_METHODS)}; "
-            f"got {method!r}."
+            f"method must be one of {', '.join(repr(m) for m in DENOISE_METHODS)}; got {method!r}."
         )
     X = check_array(X)
     Z = estimator.transform(X)

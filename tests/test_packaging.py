@@ -223,3 +223,20 @@ def test_readme_contents_list_every_section_and_its_links_resolve():
     assert re.findall(r"\[([^\]]+)\]\(#", contents) == titles
     for target in re.findall(r"\]\(#([^)]+)\)", body):
         assert target in anchors, f"README link to #{target}: no such section"
+
+
+def test_torch_is_a_test_group_that_ci_installs_and_never_a_user_dependency():
+    """PyTorch runs the Array API tests on real tensors: pyproject's test-torch group (PEP 735,
+    not an extra), exactly what .ci/run installs into .venv before `make test`, and neither a
+    dependency, an extra, nor in the lock or environment.yml (what students install)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (pin,) = pyproject["dependency-groups"]["test-torch"]
+    assert Requirement(pin).name == "torch" and str(Requirement(pin).specifier) == "==2.13.0"
+    assert "torch" not in _pyproject_requirements()  # dependencies and every extra
+    assert "torch" not in _lock()
+    assert "torch" not in (ROOT / "environment.yml").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines() if not line.lstrip().startswith("#")]
+    install = commands.index(f".venv/bin/pip install {pin}")
+    assert commands.index("make setup") < install  # .venv exists (course.mk makes it)
+    assert install < next(i for i, c in enumerate(commands) if c.startswith("make test"))

@@ -62,7 +62,9 @@ def _blobs(rng, n_per=15, spread=0.05):
         ("linear", {}, {}, linear_kernel),
     ],
 )
-def test_ridge_map_matches_sklearn_inverse_transform(rng, kernel, ours_params, sk_params, kernel_fn):
+def test_ridge_map_matches_sklearn_inverse_transform(
+    rng, kernel, ours_params, sk_params, kernel_fn
+):
     X = rng.normal(size=(80, 5)) * np.array([2.0, 1.0, 0.7, 0.4, 0.2])
     X_new = rng.normal(size=(30, 5))
     X = X / (np.abs(X).max() if kernel == "poly" else 1.0)
@@ -95,12 +97,15 @@ def test_preimage_map_solves_the_ridge_system(rng):
     # as alpha -> 0 the map interpolates the training pairs
     tight = fit_preimage_map(Z, X, kernel_fn=_rbf(1.0), alpha=1e-10)
     np.testing.assert_allclose(tight.predict(Z), X, atol=1e-6)
+    # and alpha=0 (allowed, as scikit-learn's) interpolates them when K_Z is positive definite
+    exact = fit_preimage_map(Z, X, kernel_fn=_rbf(1.0), alpha=0)
+    np.testing.assert_allclose(exact.predict(Z), X, atol=1e-6)
     Z_copy = Z.copy()
     Z[:] = 0.0  # the map keeps its own copy of the training projections
     np.testing.assert_array_equal(m.X_transformed_fit_, Z_copy)
 
 
-@pytest.mark.parametrize("alpha", [0, 0.0, -1.0, float("nan"), float("inf"), True, "1", None])
+@pytest.mark.parametrize("alpha", [-1e-12, -1.0, float("nan"), float("inf"), True, "1", None])
 def test_alpha_validation(rng, alpha):
     Z, X = rng.normal(size=(5, 2)), rng.normal(size=(5, 3))
     with pytest.raises(ValueError, match="alpha"):
@@ -213,7 +218,9 @@ def test_fixed_point_rejects_other_kernels_and_approximations(rng):
     for kp in (KernelPCA(2, kernel="poly").fit(X), KernelPCA(2, kernel="linear").fit(X)):
         with pytest.raises(ValueError, match="kernel='rbf' only"):
             fixed_point_preimage(kp, kp.transform(X))
-    approx = KernelPCA(2, approximation="nystroem", n_features=10, random_state=0, kernel="rbf").fit(X)
+    approx = KernelPCA(
+        2, approximation="nystroem", n_features=10, random_state=0, kernel="rbf"
+    ).fit(X)
     with pytest.raises(ValueError, match="approximation=None"):
         fixed_point_preimage(approx, approx.transform(X))
     kp = KernelPCA(2, kernel="rbf").fit(X)
@@ -315,7 +322,9 @@ def noisy_digits():
     X/16) and 200 test images."""
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    X_train, X_test = train_test_split(X, stratify=y, random_state=0, train_size=1000, test_size=200)
+    X_train, X_test = train_test_split(
+        X, stratify=y, random_state=0, train_size=1000, test_size=200
+    )
     noise = np.random.RandomState(0)
     X_test_noisy = X_test + noise.normal(scale=0.25, size=X_test.shape)
     X_train_noisy = X_train + noise.normal(scale=0.25, size=X_train.shape)
@@ -340,7 +349,11 @@ def _digits_errors_unlimited(noisy_digits, n_components, gamma, alpha, methods):
     linear = SKPCA(32).fit(X_train_noisy)  # the example's linear PCA
     errors["linear PCA"] = mse(linear.inverse_transform(linear.transform(X_test_noisy)))
     sk = SKKernelPCA(
-        n_components, kernel="rbf", gamma=gamma, fit_inverse_transform=True, alpha=alpha,
+        n_components,
+        kernel="rbf",
+        gamma=gamma,
+        fit_inverse_transform=True,
+        alpha=alpha,
         eigen_solver="dense",
     ).fit(X_train_noisy)
     errors["sklearn"] = mse(sk.inverse_transform(sk.transform(X_test_noisy)))

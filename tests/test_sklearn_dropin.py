@@ -425,3 +425,157 @@ def test_arpack_that_does_not_converge_is_retried_with_larger_subspaces():
         np.testing.assert_allclose(ours.eigenvalues_, sk.eigenvalues_, rtol=0, atol=1e-9 * scale)
         assert np.count_nonzero(ours.eigenvalues_) == 8  # the rest is rounding: exactly 0
     assert retried  # the retry was exercised (on all 4 of these data sets with SciPy 1.17)
+
+
+# -- 7. scikit-learn's behaviour where it is right (issue 41) ---------------------------------
+
+
+def test_every_scikit_learn_parameter_exists():
+    ours = set(inspect.signature(KernelPCA).parameters)
+    assert set(inspect.signature(SKKernelPCA).parameters) <= ours
+
+
+def laplacian(x, y, scale=1.0):
+    """A callable kernel with a parameter (module level: a fitted model pickles)."""
+    return float(np.exp(-np.abs(x - y).sum() / scale))
+
+
+def test_kernel_params_are_passed_to_a_callable_kernel(rng):
+    X, X_new = rng.normal(size=(30, 3)), rng.normal(size=(5, 3))
+    params = {"n_components": 3, "kernel": laplacian, "kernel_params": {"scale": 2.5}}
+    ours, theirs = KernelPCA(**params), SKKernelPCA(**params, eigen_solver="dense")
+    _compare(ours, theirs, X, X_new)
+    # Used, not ignored: another scale is another kernel.
+    other = KernelPCA(3, kernel=laplacian).fit(X)
+    assert not np.allclose(other.eigenvalues_, ours.eigenvalues_)
+    # None and {} are no parameters; the fitted model pickles (a partial of the callable).
+    import pickle
+
+    for empty in (None, {}):
+        np.testing.assert_array_equal(
+            KernelPCA(3, kernel=laplacian, kernel_params=empty).fit(X).eigenvalues_,
+            other.eigenvalues_,
+        )
+    again = pickle.loads(pickle.dumps(ours))
+    np.testing.assert_array_equal(again.transform(X_new), ours.transform(X_new))
+
+
+def test_kernel_params_with_a_named_kernel_are_refused_on_purpose(rng):
+    # DIFFERS ON PURPOSE: scikit-learn ignores kernel_params for a named kernel, silently
+    # (kernel_params={"gamma": 10} with kernel="rbf" fits gamma=1/n_features); we refuse,
+    # as sigma with a kernel other than "rbf" (docs/library.md says so).
+    X = rng.normal(size=(20, 3))
+    with pytest.raises(ValueError, match=r"kernel_params=\{'gamma': 10\}.*named kernel.*gamma="):
+        KernelPCA(2, kernel="rbf", kernel_params={"gamma": 10}).fit(X)
+    with pytest.raises(ValueError, match="kernel_params must be None or a dict"):
+        KernelPCA(2, kernel=lambda x, y: float(x @ y), kernel_params=[1]).fit(X)
+    KernelPCA(2, kernel="rbf", kernel_params={}).fit(X)  # nothing to ignore
+
+
+@pytest.mark.parametrize("solver", ["auto", "dense", "arpack", "randomized", "lanczos"])
+@pytest.mark.parametrize("params", [{}, {"kernel": "rbf"}, {"remove_zero_eig": True}])
+def test_n_components_above_n_samples_is_capped_as_scikit_learn(rng, solver, params):
+    X = rng.normal(size=(12, 3))
+    ours = KernelPCA(20, eigen_solver=solver, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's arpack: "k >= N ... using eigh"
+        theirs = SKKernelPCA(20, eigen_solver="dense" if solver == "lanczos" else solver, **params)
+        Z_ref = theirs.fit_transform(X)
+    Z = ours.fit_transform(X)
+    assert Z.shape == Z_ref.shape == ((12, 3) if params.get("remove_zero_eig") else (12, 12))
+    assert ours.n_components == 20 and ours.n_components_ == Z.shape[1]  # the parameter kept
+    assert ours.transform(X).shape == Z.shape
+    top = theirs.eigenvalues_[0]
+    np.testing.assert_allclose(ours.eigenvalues_, theirs.eigenvalues_, atol=1e-9 * top)
+
+
+def test_n_components_above_a_fold_scores_in_grid_search(rng):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+
+    X = rng.normal(size=(24, 3))
+    y = (X[:, 0] > 0).astype(int)
+    pipe = Pipeline([("kpca", KernelPCA(kernel="rbf")), ("clf", LogisticRegression())])
+    search = GridSearchCV(pipe, {"kpca__n_components": [2, 20]}, cv=3, error_score="raise")
+    search.fit(X, y)  # 20 > 16 training points per fold: capped, as scikit-learn
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+
+
+@pytest.mark.parametrize("n_components", [0, -1, 2.5, True])
+def test_n_components_below_one_is_still_refused(rng, n_components):
+    with pytest.raises(ValueError, match="n_components must be None or an integer >= 1"):
+        KernelPCA(n_components).fit(rng.normal(size=(10, 2)))
+
+
+def test_alpha_zero_is_allowed_as_scikit_learn(rng):
+    X, X_new = rng.normal(size=(25, 3)), rng.normal(size=(6, 3))
+    params = {"n_components": 4, "kernel": "rbf", "gamma": 0.3, "fit_inverse_transform": True}
+    ours = KernelPCA(**params, alpha=0).fit(X)
+    theirs = SKKernelPCA(**params, alpha=0, eigen_solver="dense").fit(X)
+    # alpha=0 interpolates the training pairs: their projections map back to the points.
+    np.testing.assert_allclose(ours.inverse_transform(ours.transform(X)), X, atol=1e-6)
+    signs = np.sign(np.sum(ours.transform(X_new) * theirs.transform(X_new), axis=0))
+    Z = theirs.transform(X_new) * signs
+    scale = np.abs(theirs.inverse_transform(theirs.transform(X_new))).max()
+    np.testing.assert_allclose(
+        ours.inverse_transform(Z),
+        theirs.inverse_transform(theirs.transform(X_new)),
+        atol=1e-4 * scale,
+    )
+    with pytest.raises(ValueError, match="alpha"):
+        KernelPCA(**params, alpha=-1e-3).fit(X)
+    # A singular kernel of the projections (linear: rank 4 < 25) is a clear error, where
+    # scikit-learn raises LinAlgError.
+    with pytest.raises(ValueError, match="singular or not positive definite.*larger alpha"):
+        KernelPCA(4, fit_inverse_transform=True, alpha=0).fit(X)
+
+
+@pytest.mark.parametrize("scale", [2.0**-330, 1e-100, 1e100, 2.0**330, 1e150])
+def test_linear_kernel_of_data_at_extreme_scales_matches_scikit_learn(rng, scale):
+    # The linear kernel of s·X is s²·K(X): fitted as X·2^-e (exact) and scaled back, where
+    # its values (up to ~1e300) would be refused by the eigensolvers' range check.
+    X, X_new = rng.normal(size=(40, 5)) + 3.0, rng.normal(size=(7, 5))
+    ours = KernelPCA(3).fit(X * scale)
+    theirs = SKKernelPCA(3, eigen_solver="dense").fit(X * scale)
+    np.testing.assert_allclose(ours.eigenvalues_, theirs.eigenvalues_, rtol=1e-10)
+    assert_allclose_up_to_sign(
+        ours.transform(X_new * scale), theirs.transform(X_new * scale), rtol=1e-9, atol=0
+    )
+    # Bit for bit our unit-scale fit, scaled, where the scale is a power of two.
+    if np.log2(scale) == int(np.log2(scale)):
+        unit = KernelPCA(3).fit(X)
+        np.testing.assert_array_equal(ours.eigenvalues_, unit.eigenvalues_ * scale**2)
+        np.testing.assert_array_equal(ours.transform(X_new * scale), unit.transform(X_new) * scale)
+        np.testing.assert_array_equal(ours.fit_transform(X * scale), unit.fit_transform(X) * scale)
+        np.testing.assert_array_equal(ours.alphas_, unit.alphas_ / scale)
+    np.testing.assert_array_equal(ours.X_fit_, X * scale)  # the caller's units
+
+
+def test_inverse_transform_exists_only_with_fit_inverse_transform(rng):
+    # scikit-learn's check_array_api_input calls inverse_transform whenever
+    # hasattr(est, "inverse_transform"): without the map there is no such attribute, and
+    # calling it still raises scikit-learn's NotFittedError (an AttributeError too).
+    from sklearn.exceptions import NotFittedError
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X = rng.normal(size=(20, 3))
+    est = KernelPCA(2).fit(X)
+    assert not hasattr(est, "inverse_transform") and not hasattr(KernelPCA(2), "inverse_transform")
+    with pytest.raises(NotFittedError, match="fit_inverse_transform parameter was not set"):
+        est.inverse_transform(est.transform(X))
+    assert hasattr(KernelPCA, "inverse_transform")  # the method, on the class (help, docs)
+    assert "Pre-images" in KernelPCA.inverse_transform.__doc__
+    assert hasattr(KernelPCA(2, fit_inverse_transform=True), "inverse_transform")
+    # DIFFERS ON PURPOSE: scikit-learn's Pipeline offers inverse_transform (that then raises)
+    # when its KernelPCA has no map; with ours it does not offer it.
+    assert not hasattr(make_pipeline(StandardScaler(), KernelPCA(2)).fit(X), "inverse_transform")
+    pipe = make_pipeline(StandardScaler(), KernelPCA(2, fit_inverse_transform=True)).fit(X)
+    assert pipe.inverse_transform(pipe.transform(X)).shape == X.shape
+
+
+def test_remove_zero_eig_docstring_says_what_happens():
+    doc = " ".join(KernelPCA.__doc__.split())
+    assert "returns ``(n, 0)`` projections, as scikit-learn, and warns" in doc
+    assert "raises a ``ValueError`` (naming the cause) instead of returning" not in doc
