@@ -93,6 +93,7 @@ class Mistake:
     messages: dict[str, str] = field(default_factory=dict)  # check id -> regex of its message
     points: float = 0.0
     what: str = ""  # the slip, in words (for the table)
+    extra: str = ""  # a code cell the student added at the end of the notebook (after every check)
 
     @property
     def assignment(self) -> str:
@@ -100,8 +101,8 @@ class Mistake:
 
 
 def M(id: str, question: str, cell: str, old: str, new: str, fails: list[str], messages: dict[str, str],
-      points: float, what: str) -> Mistake:
-    return Mistake(id, question, cell, old, new, frozenset(fails), messages, points, what)
+      points: float, what: str, extra: str = "") -> Mistake:
+    return Mistake(id, question, cell, old, new, frozenset(fails), messages, points, what, extra)
 
 
 def OK(id: str, question: str, cell: str, old: str, new: str, what: str) -> Mistake:
@@ -149,6 +150,13 @@ _MERCER_POINTS = '''    "c": np.array([[0.0, 0.0], [1.0, 0.0]]),   # zero diagon
     "d": np.array([[0.0, 0.0]]),               # k(0, 0) = tanh(-1) < 0
     "e": np.array([[1.0, 0.0], [0.0, 1.0]]),   # k(x, y) - k(y, x) = x1 - y1
 '''
+_ALPHAS = '''### BEGIN SOLUTION
+def _alphas(K, n_components):
+    Kc = center(K)
+    values, vectors = np.linalg.eigh((Kc + Kc.T) / 2)
+    order = np.argsort(values)[::-1][:n_components]
+    return vectors[:, order] / np.sqrt(values[order])
+### END SOLUTION'''
 _CENTER = "return K - K.mean(axis=0)[None, :] - K.mean(axis=1)[:, None] + K.mean()"
 _CENTER_NEW = "return K_new - K.mean(axis=0)[None, :] - K_new.mean(axis=1)[:, None] + K.mean()"
 
@@ -398,7 +406,7 @@ CATALOGUE: list[Mistake] = [
       [M_E], {M_E: r"counterexamples\['d'\] is a flat pair of shape \(2,\).*\(m, 2\)"}, 3,
       "one point as a flat pair (2,) instead of (1, 2)"),
     M("mercer_verdict_none", "q6_mercer", "q6-answer", '"f": True}', '"f": None}',
-      [M_C], {M_C: r"is_kernel\['f'\] should be True or False; got NoneType"}, 4,
+      [M_C], {M_C: r"is_kernel\['f'\] should be True or False; got None"}, 4,
       "one verdict left as None (the others are judged)"),
     M("mercer_verdict_numbers", "q6_mercer", "q6-answer", _MERCER_VERDICTS,
       'is_kernel = {"a": 1, "b": 1, "c": 0, "d": 0, "e": 0, "f": 1}',
@@ -419,19 +427,20 @@ CATALOGUE: list[Mistake] = [
     M("r_twenty", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 20",
       [R_SMALL], {R_SMALL: r"fewer eigenfaces reach it too"}, 1, "r = 20: below the target, not the smallest"),
     M("r_one_too_many", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 16",
-      [R_SMALL], {R_SMALL: r"with r − 1 = 15 the error is"}, 1, "r one too large"),
+      [R_SMALL], {R_SMALL: r"^(?!.*\b15\b).*fewer eigenfaces reach it too: the question asks for the smallest r"}, 1,
+      "r one too large (the message never names the smallest r)"),
     M("r_one_too_few", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 14",
-      [R_BELOW], {R_BELOW: r"r = 14 eigenfaces the relative error is 17\.8%, just above the target 17\.5%: the "
-                           r"answer is the first r whose error is below the target"}, 2,
+      [R_BELOW], {R_BELOW: r"^(?!.*\b15\b).*r = 14 eigenfaces the relative error is 17\.8%, not below the target "
+                           r"17\.5%: the answer is the first r whose error is below the target"}, 2,
       "r one too small: the last r above the target (smallest_r: the same slip, counted once)"),
     M("sigma_as_gamma", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 12.5",
-      [S_SEP], {S_SEP: r"read as γ = 1/\(2σ²\) it is σ = 1/√\(2γ\) = 0\.2, which does: this looks like γ"}, 0,
+      [S_SEP], {S_SEP: r"^(?!.*0\.2\b).*but it would as γ = 1/\(2σ²\): this looks like γ"}, 0,
       "γ = 1/(2σ²) of a separating σ, outside the slider"),
     M("sigma_as_gamma_on_slider", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 9.5",
-      [S_SEP], {S_SEP: r"answer_sigma = 9\.5 does not separate.*σ = 1/√\(2γ\) = 0\.229.*looks like γ"}, 0,
+      [S_SEP], {S_SEP: r"^(?!.*0\.2\d).*answer_sigma = 9\.5 does not separate.*would as γ = 1/\(2σ²\).*looks like γ"}, 0,
       "γ of a separating σ, a value the slider also has"),
     M("sigma_as_variance", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 0.045",
-      [S_SEP], {S_SEP: r"read as σ² it is σ = √\(σ²\) = 0\.212.*looks like σ², not σ"}, 0, "σ² for σ"),
+      [S_SEP], {S_SEP: r"^(?!.*0\.21).*would as σ²: this looks like σ², not σ"}, 0, "σ² for σ"),
     M("sigma_decimal_comma", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 0,21",
       [S_SEP], {S_SEP: r"answer_sigma is the pair \(0, 21\), not one number.*decimal point"}, 0,
       "decimal comma: answer_sigma = 0,21 is a tuple"),
@@ -448,6 +457,103 @@ CATALOGUE: list[Mistake] = [
     M("r_fraction", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = 15.5",
       [R_BELOW, R_SMALL], {R_BELOW: r"should be an integer; got 15\.5", R_SMALL: r"as reported in"}, 0,
       "r = 15.5: no number of eigenfaces (reported once, nothing checked)"),
+    # ------------------------------------------------------------------ issue 40: classes 1-9
+    # 1. a hidden check's large input too slow: that check only, naming the input
+    M("count_slow_enumeration", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return sum(1 for k in range(p + 1) for _ in itertools.combinations_with_replacement(range(d), k))",
+      [C_H], {C_H: r"n_features\(\d{4,5}, \d\) did not finish within 2 s, so it was stopped: it is too slow"}, 2,
+      "an exact count by enumerating the monomials: right, too slow for large d (the public checks pass)"),
+    M("count_slow_stars_and_bars", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return sum(1 for _ in itertools.combinations(range(d + p), p))",
+      [C_H], {C_H: r"n_features\(\d{4,5}, \d\) did not finish within 2 s"}, 2,
+      "stars and bars, enumerated one by one: right, too slow for large d"),
+    # 2. one form slip (or one missing factor), charged once per question
+    M("gram_w_rows", "q3_gram_pca", "q3-answer", "return n_lambda / n, Xc.T @ alphas",
+      "return n_lambda / n, (Xc.T @ alphas).T", [GR_EV],
+      {GR_EV: r"W for X of shape \(12, 30\) has shape \(3, 30\), the transpose of the expected \(30, 3\).*"
+              r"With that put right, the check passes"}, 2,
+      "the directions as the rows of W, shape (k, d) (one form slip, charged once)"),
+    M("mercer_verdict_list", "q6_mercer", "q6-answer", _MERCER_VERDICTS,
+      "is_kernel = [True, True, False, False, False, True]", [M_C],
+      {M_C: r"is_kernel is a list of 6 verdicts, not a dict.*Read in the candidates' order"}, 4,
+      "six right verdicts as a list in the candidates' order (one form slip, charged once)"),
+    M("mercer_verdict_tuple_of_words", "q6_mercer", "q6-answer", _MERCER_VERDICTS,
+      'is_kernel = ("yes", "yes", "no", "no", "no", "yes")', [M_C],
+      {M_C: r"is_kernel is a tuple of 6 verdicts, not a dict"}, 4,
+      "verdicts as a tuple of 'yes'/'no' (the container counted once; the words are read as meant)"),
+    M("count_factor_p", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return math.prod(range(d + 1, d + p + 1)) // math.factorial(p - 1)", [C_COUNT],
+      {C_COUNT: r"p times the number of monomials: a factor p is left over"}, 2,
+      "(p − 1)! for p!: a missing factor, charged once (not again for large d)"),
+    M("count_doubled", "q2_feature_count", "q2-answer", "return math.comb(d + p, p)",
+      "return 2 * math.comb(d + p, p)", [C_COUNT], {C_COUNT: r"exactly 2 times the number of monomials"}, 2,
+      "twice the count: charged once"),
+    # 3. containers named as given
+    M("sigma_trailing_comma", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 0.2,",
+      [S_SEP], {S_SEP: r"answer_sigma should be a number; got a tuple of one number, \(0\.2,\): a comma after a "
+                       r"value makes a tuple"}, 0, "a trailing comma: a tuple of one number"),
+    M("r_in_a_list", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = [15]",
+      [R_BELOW, R_SMALL], {R_BELOW: r"answer_r should be one integer; got a list of one number",
+                           R_SMALL: r"as reported in"}, 0, "r in a list: [15]"),
+    M("mercer_points_in_a_list", "q6_mercer", "q6-answer", _MERCER_HEAD + _MERCER_POINTS + "}",
+      _MERCER_VERDICTS + "\ncounterexamples = [\n" + _MERCER_POINTS.replace('"c": ', "").replace('"d": ', "")
+      .replace('"e": ', "") + "]", [M_E],
+      {M_E: r"counterexamples should be a dict; got a list of 3 items \(array\) that do not form one regular "
+            r"array of numbers"}, 3, "counterexamples as a list of point arrays, not a dict by candidate"),
+    # 5. the reason given is the real one
+    M("gram_library_pca", "q3_gram_pca", "q3-answer", _GRAM_BODY,
+      "    from kpca_lib.pca import PCA\n    pca = PCA(n_components).fit(X)\n"
+      "    return pca.eigenvalues_, pca.components_.T\n", [GR_EV, GR_W, GR_H],
+      {GR_EV: r"gram_pca calls kpca_lib\.pca\.PCA, which this question asks you to write yourself",
+       GR_H: r"^(?!.*did not return).*calls kpca_lib\.pca\.PCA.*as reported in"}, 0,
+      "gram_pca through the library's PCA (forbidden): every check says so, none blames the shapes"),
+    M("gram_sklearn_pca", "q3_gram_pca", "q3-answer", _GRAM_BODY,
+      "    from sklearn.decomposition import PCA\n    pca = PCA(n_components).fit(X)\n"
+      "    return pca.explained_variance_, pca.components_.T\n", [GR_EV, GR_W, GR_H],
+      {GR_EV: r"gram_pca calls sklearn\.decomposition\.PCA",
+       GR_H: r"^(?!.*did not return).*calls sklearn\.decomposition\.PCA"}, 0,
+      "gram_pca through scikit-learn's PCA (forbidden)"),
+    # 6. no message hands over a value that answers a question
+    M("sigma_r_pasted", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = 15",
+      [S_SEP], {S_SEP: r"^(?!.*(γ|0\.1\d|0\.2)).*outside the slider's range.*another slider \(answer_r"}, 0,
+      "r = 15 pasted as σ: no γ reading, no working σ in the message"),
+    # 7. causes, not symptoms
+    M("center_n_minus_1", "q4_centering", "q4-answer", _CENTER,
+      "n = len(K)\n    return K - K.sum(axis=0)[None, :] / (n - 1) - K.sum(axis=1)[:, None] / (n - 1) + K.mean()",
+      [CE_T], {CE_T: r"row means are divided by n − 1 = 9 instead of n = 10.*column means are divided by n − 1"},
+      2, "means taken with 1/(n − 1)"),
+    M("center_new_n_minus_1", "q4_centering", "q4-answer", _CENTER_NEW,
+      "return K_new - K.sum(axis=0)[None, :] / (len(K) - 1) - K_new.mean(axis=1)[:, None] + K.mean()",
+      [CE_N], {CE_N: r"column means are divided by n − 1 = 9 instead of n = 10"}, 2,
+      "center_new: the training column means with 1/(n − 1)"),
+    M("sigma_log10", "q7_sigma_moons", "q7-answer", "answer_sigma = 0.2", "answer_sigma = -0.7",
+      [S_SEP], {S_SEP: r"^(?!.*0\.2).*answer_sigma = -0\.7 .*would as log₁₀ σ"}, 0, "log₁₀ σ pasted: a negative σ"),
+    M("kpca_helper_in_a_later_cell", "q5_kpca_projection", "q5-answer", _ALPHAS, "# (room for helper functions)",
+      [KP_T, KP_N, KP_H], {KP_T: r"NameError: name '_alphas' is not defined \(defined in a cell below the check cell"}, 0,
+      "the helper _alphas defined in a cell after the check cell", extra=_ALPHAS),
+    M("phi_poly_helper_in_a_later_cell", "q1_phi_general", "q1-general-answer",
+      "    return np.column_stack(columns)\n", "    return stack(columns)\n",
+      [G_D3, G_D5, G_H], {G_D3: r"NameError: name 'stack' is not defined \(defined in a cell below the check cell"}, 0,
+      "a helper phi_poly calls, defined at the end of the notebook",
+      extra="def stack(columns):\n    return np.column_stack(columns)\n"),
+    # 8. a result kept from the first call
+    M("kpca_cached_alphas", "q5_kpca_projection", "q5-answer", _ALPHAS,
+      "_KEPT = {}\n\n\ndef _alphas(K, n_components):\n    if n_components not in _KEPT:\n        Kc = center(K)\n"
+      "        values, vectors = np.linalg.eigh((Kc + Kc.T) / 2)\n"
+      "        order = np.argsort(values)[::-1][:n_components]\n"
+      "        _KEPT[n_components] = vectors[:, order] / np.sqrt(values[order])\n    return _KEPT[n_components]",
+      [KP_T], {KP_T: r"for a second, different K it returns what the first K gives.*cache"}, 2,
+      "α cached in a global by n_components: the K given is ignored after the first call"),
+    M("kpca_cached_projection", "q5_kpca_projection", "q5-answer", "    return center(K) @ _alphas(K, n_components)\n",
+      "    global _Z\n    if '_Z' not in globals():\n        _Z = center(K) @ _alphas(K, n_components)\n"
+      "    return _Z\n", [KP_T], {KP_T: r"keeps a result of an earlier call"}, 2,
+      "the first projections kept in a global and returned for every K"),
+    # 9. a stub left as it is: "not answered yet"
+    M("dim_left_blank", "q1_phi_p3", "q1-p3-answer", "dim_3 = 10", "dim_3 = ...",
+      [P3_DIM], {P3_DIM: r"dim_3 is not answered yet \(`\.\.\.` is still there\)"}, 2, "dim_3 = ... left as given"),
+    M("r_left_none", "q8_eigenfaces_r", "q8-answer", "answer_r = 15", "answer_r = None",
+      [R_BELOW, R_SMALL], {R_BELOW: r"answer_r is not answered yet \(None is still there\)"}, 0,
+      "answer_r = None left as given"),
     # ------------------------------------------------------------------ right, written differently
     OK("ok_phi3_permuted", "q1_phi_p3", "q1-p3-answer", _P3_COLUMNS,
        "        x2**3, s3 * x1 * x2**2, s3 * x1**2 * x2, x1**3,\n        s3 * x2**2, s6 * x1 * x2, s3 * x1**2,\n"
@@ -522,7 +628,10 @@ def submission(m: Mistake) -> Any:
     n = cell.source.count(m.old)
     assert n == 1, f"{m.id}: the replacement applies {n} times to cell {m.cell}, not once"
     cell.source = cell.source.replace(m.old, m.new)
-    return with_answers(_exercise(m.assignment), sol)
+    nb = with_answers(_exercise(m.assignment), sol)
+    if m.extra:
+        nb.cells.append(nbformat.v4.new_code_cell(m.extra))
+    return nb
 
 
 def build(folder: Path, catalogue: list[Mistake] = CATALOGUE) -> dict[str, list[Path]]:

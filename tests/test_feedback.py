@@ -142,6 +142,17 @@ def test_never_a_public_tick_for_a_check_the_grader_fails(graded, public):
     assert not problems, "\n".join(problems)
 
 
+def test_the_grader_names_the_later_cell_that_defines_a_missing_name(graded):
+    """A NameError for a name that a cell below the check cell defines: the grader, which knows
+    the notebook's cells, names that cell (the notebook's check can only ask)."""
+    later = [m for m in CATALOGUE if m.extra]
+    assert later
+    for m in later:
+        first = next(c for c in graded[m.id]["checks"] if c["id"] in m.fails)
+        assert re.search(r"` is defined in code cell \d+ \(`", first["message"]), (m.id, first["message"])
+        assert first["message"].endswith("move that definition above it."), first["message"]
+
+
 def test_feedback_file_shows_the_public_diagnosis(graded, tmp_path_factory):
     """The student's feedback file carries the grader's message of every failed public check."""
     base = Path(next(iter(graded.values()))["file"]).parents[2]

@@ -28,7 +28,9 @@ reach students (:func:`fingerprints`):
   does not hold;
 * ``solution-only``: each such line of a ``solution-only`` cell (notes for the instructor);
 * ``hidden-check``: each such line of a hidden-check cell except imports, the names of the
-  functions it defines (as whole words) and their docstrings' lines;
+  functions it defines (as whole words) and their docstrings' lines; and, as whole words, the
+  names a hidden-check cell imports from ``kpca_lib`` that no other cell and no module of the
+  package uses (a hidden check's code kept in the library, which ships);
 * ``secret``: the grading secret (``$KPCA_GRADING_SECRET`` and
   ``~/.config/kpca-course/grading-secret``, read only if present) and any given canary;
 * ``path``: ``solutions/<a solutions notebook>``, the instructor's ``solutions`` folder as
@@ -591,6 +593,8 @@ def fingerprints(
             if not set(text.split("\n")) <= public:
                 add(kind, text, origin, "pair")
         add("path", re.escape(f"solutions/{path.stem}"), path.name, "regex")
+    for name, origin in _hidden_only_helpers(paths, root / "kpca_lib").items():
+        add("hidden-check", name, origin, "word")
     for kind, text, origin in _lecture_solution_lines(solutions / "lectures", root / "notebooks"):
         add(kind, text, origin, "line" if _balanced(text) else "exact")
     add("path", re.escape(str(solutions.resolve())), "the instructor's solutions folder", "regex")
@@ -602,6 +606,49 @@ def fingerprints(
         else:
             add("secret", secret, "the grading secret", "bytes")
     return fps
+
+
+def _names_used(tree: ast.AST) -> set[str]:
+    """Every name a module or cell reads, imports or reaches as an attribute."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.add((node.asname or node.name).rsplit(".", 1)[-1])
+    return out
+
+
+def _hidden_only_helpers(paths: Iterable[Path], package: Path) -> dict[str, str]:
+    """Names that hidden-check cells import from ``kpca_lib`` and that nothing else uses (no other
+    cell of ``solutions/``, no module of the package): the code of a hidden check kept in the
+    library, which ships with the edition. name -> where the scan learnt it."""
+    hidden: dict[str, str] = {}
+    public: set[str] = set()
+    for path in paths:
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            if meta(cell).get("role") != "hidden-check":
+                public |= _names_used(tree)
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kpca_lib"):
+                    for alias in node.names:
+                        hidden.setdefault(alias.name, f"{path.name} cell {index} (id {cell.get('id')}, "
+                                                      f"imports it from {node.module}; nothing else uses it)")
+    for module in sorted(package.rglob("*.py")) if package.is_dir() else []:
+        try:
+            public |= _names_used(ast.parse(module.read_text(encoding="utf-8")))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+    return {name: origin for name, origin in hidden.items() if name not in public}
 
 
 def _lecture_solution_lines(folder: Path, lectures: Path) -> Iterator[tuple[str, str, str]]:

@@ -104,6 +104,14 @@ def _late_lines(final: Final) -> list[list[Part]]:
     if late is None:
         return []
     due = ("s", format_time(late.due))
+    if late.submitted is None and late.marked:
+        if not late.late:
+            return [[("g", "Submitted on time (by the course platform's own record); due "), due,
+                     ("g", ".")]]
+        return [[("g", "Submitted late (by the course platform's own record, which gives no "
+                       "time); due "), due,
+                 ("g", f"; counted as 1 day late, {late.percent:g}% off: "
+                       f"{_fp(-final.penalty)} points.")]]
     if late.submitted is None:
         return [[("g", "Late work: the grader does not know when you handed this in, so no "
                        "late penalty was applied; due "), due, ("g", ".")]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -341,6 +342,20 @@ def diagnose_count(got: Sequence[int], cases: Sequence[tuple[int, int]]) -> Slip
                     "past 2**53 ≈ 9.0e15; use exact integer arithmetic (integer products and // on integers).")
     if all(_int64_count(g, d, p) for g, (d, p) in zip(got, cases, strict=True)):
         return Slip("count:int64", _INT64_MESSAGE)
+    return _count_factor(got, cases)
+
+
+def _count_factor(got: Sequence[int], cases: Sequence[tuple[int, int]]) -> Slip:
+    """A count off by a factor: the same on every case, or p (a factorial one short)."""
+    ratios = [Fraction(g, math.comb(d + p, p)) for g, (d, p) in zip(got, cases, strict=True)]
+    if ratios and all(r == p for r, (_d, p) in zip(ratios, cases, strict=True)) and len({p for _d, p in cases}) > 1:
+        return Slip("count:factor-p", "your n_features gives p times the number of monomials: a factor p is "
+                    "left over (e.g. a factorial one term short, (p − 1)! where the count divides by p!).")
+    if ratios and len(set(ratios)) == 1 and ratios[0] not in (0, 1):
+        r = ratios[0]
+        shown = f"{r.numerator}/{r.denominator}" if r.denominator != 1 else str(r.numerator)
+        return Slip("count:factor", f"your n_features gives exactly {shown} times the number of monomials on "
+                    "every case: a constant factor is missing or extra.", (float(r),))
     return Slip("", "")
 
 
@@ -613,18 +628,24 @@ def diagnose_centering(got: np.ndarray, K: np.ndarray, K_new: np.ndarray | None 
                 f"{what} subtracts nothing per row and the column means twice: both vectors of means were "
                 "broadcast along the rows. A vector of row means must be a column, shape (n, 1), to act on "
                 "the rows."))
-        found.append(_rows_slip(a, a_ref, scale, new))
+        found.append(_rows_slip(a, a_ref, scale, new, A.shape[1]))
     if not ok_cols:
-        found.append(_columns_slip(A, b, b_ref, scale, new))
+        found.append(_columns_slip(A, b, b_ref, scale, new, K.shape[0]))
     if not found:  # rows and columns right: the constant is off
         found.append(_constant_slip(t - t_ref, g, A, rows_ref, tol, new))
     text = f"{what}: " + "; ".join(part for _, part in found) + "."
+    if any(code.endswith("-n-1") for code, _ in found):
+        text += (" A mean divides the sum of the entries it averages by their number; n − 1 belongs to "
+                 "an unbiased sample variance, not to the centring.")
     return Slip("+".join(code for code, _ in found), text)
 
 
-def _rows_slip(a: np.ndarray, a_ref: np.ndarray, scale: float, new: bool) -> tuple[str, str]:
+_N_MINUS_1 = "divided by n − 1 = {m1} instead of n = {m}"
+
+
+def _rows_slip(a: np.ndarray, a_ref: np.ndarray, scale: float, new: bool, m: int) -> tuple[str, str]:
     """``(code, part of the message)`` for a wrong per-row term ``a`` (the right one: ``a_ref``)
-    of the centring (``new``: of ``center_new``)."""
+    of the centring (``new``: of ``center_new``; ``m``: the entries a row's mean averages)."""
     if _close(a, np.zeros_like(a), scale, 1e-9):
         return ("rows-missing",
                 "nothing is subtracted per " + ("new point (row)" if new else "row")
@@ -632,13 +653,16 @@ def _rows_slip(a: np.ndarray, a_ref: np.ndarray, scale: float, new: bool) -> tup
                 + (" over the training points" if new else ""))
     if _close(a, 2 * a_ref, scale, 1e-9):
         return "rows-twice", "the per-row statistic is subtracted twice"
+    if m > 1 and _close(a, m / (m - 1) * a_ref, scale, 1e-9):
+        return "rows-n-1", "the row means are " + _N_MINUS_1.format(m=m, m1=m - 1)
     return "rows-other", "the statistic subtracted per row is not the row's mean"
 
 
 def _columns_slip(A: np.ndarray, b: np.ndarray, b_ref: np.ndarray, scale: float,
-                  new: bool) -> tuple[str, str]:
+                  new: bool, m: int) -> tuple[str, str]:
     """``(code, part of the message)`` for a wrong per-column term ``b`` (the right one: ``b_ref``)
-    of the centring of ``A`` (``new``: ``center_new``, ``A`` is ``K_new``)."""
+    of the centring of ``A`` (``new``: ``center_new``, ``A`` is ``K_new``; ``m``: the training
+    points a column's mean averages)."""
     own = A.mean(axis=0) - A.mean()
     if new and _close(b, b_ref + own, scale, 1e-9):
         return ("columns-own-extra",
@@ -653,6 +677,8 @@ def _columns_slip(A: np.ndarray, b: np.ndarray, b_ref: np.ndarray, scale: float,
         return "columns-missing", "nothing is subtracted per column"
     if _close(b, 2 * b_ref, scale, 1e-9):
         return "columns-twice", "the per-column statistic is subtracted twice"
+    if m > 1 and _close(b, m / (m - 1) * b_ref, scale, 1e-9):
+        return "columns-n-1", "the column means are " + _N_MINUS_1.format(m=m, m1=m - 1)
     return ("columns-other",
             "the statistic subtracted per column is not the training kernel's column mean")
 

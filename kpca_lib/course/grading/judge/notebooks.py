@@ -32,7 +32,7 @@ from typing import Any
 
 import nbformat
 
-from .dependencies import binds, reads
+from .dependencies import binds, free_reads, reads, top_binds
 from .questions import Check, Question
 from .registry import collecting
 
@@ -403,7 +403,6 @@ def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution,
     # demo cells run only when a later cell reads what they bind
     live: set[str] = set()
     opaque = False  # a later cell that cannot be analysed (exec, globals()...) keeps every demo
-    widget_reads: dict[int, list[str]] = {}
     demo_binds: dict[int, set[str]] = {}
     for i in range(n - 1, -1, -1):
         kind, src = kinds[i], entries[i][2]
@@ -418,12 +417,7 @@ def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution,
             opaque = True
         else:
             live |= used
-    for i in range(n):
-        if kinds[i] in ("answer", "student"):
-            names = sorted(name for j, b in demo_binds.items() if j < i for name in b
-                           if name in (reads(entries[i][2]) or set()))
-            if names:
-                widget_reads[i] = names
+    widget_reads = _widget_reads(entries, kinds, set(demo_binds))
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
@@ -443,6 +437,29 @@ def _finish(entries: list[tuple[str, str | None, str, str]], solution: Solution,
                                          "source": src, "outputs": [], "execution_count": None}))
     nb.cells = cells
     return GradingNotebook(nb, owners, kinds, [e[3] for e in entries], exports, widget_reads)
+
+
+def _widget_reads(entries: list[tuple[str, str | None, str, str]], kinds: list[str],
+                  demos: set[int]) -> dict[int, list[str]]:
+    """For each cell the student wrote, the names it reads whose value comes from a demo cell
+    (widget or figure): the last cell to bind them before it is a demo that runs, and the cell
+    does not bind them itself before reading them (a comprehension's variable, an import or an
+    assignment of its own, a name a cell in between redefines are not the widget's)."""
+    origin: dict[str, bool] = {}  # name -> bound last by a demo cell?
+    out: dict[int, list[str]] = {}
+    for i, (_kind, _qid, src, _label) in enumerate(entries):
+        if kinds[i] in ("unused-demo", "skipped"):
+            continue
+        if kinds[i] in ("answer", "student"):
+            free = free_reads(src) or frozenset()
+            names = sorted(name for name in free if origin.get(name))
+            if names:
+                out[i] = names
+        bound = top_binds(src)
+        if bound is None:
+            bound = binds(src) or frozenset()
+        origin.update(dict.fromkeys(bound, i in demos))
+    return out
 
 
 def release_notebook(solution: Solution) -> Any:

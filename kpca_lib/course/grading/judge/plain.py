@@ -28,6 +28,8 @@ __all__ = [
     "CheckError",
     "Slip",
     "AnswerArray",
+    "AnswerSequence",
+    "describe",
     "note",
     "noting",
     "encode",
@@ -134,10 +136,24 @@ def noting() -> Iterator[list[Slip]]:
 
 class AnswerArray(np.ndarray):
     """A decoded float64 array that remembers what the student's array was: its ``dtype``
-    (``"float32"``, ``"int64"``...) and the arguments the call ``changed`` in place."""
+    (``"float32"``, ``"int64"``...), the arguments the call ``changed`` in place, and the
+    Python ``container`` it was given as (``"list"``, ``"tuple"``; ``""``: an array)."""
 
     kpca_dtype: str = "float64"
     kpca_changed: tuple[int, ...] = ()
+    kpca_container: str = ""
+
+
+@dataclass(frozen=True)
+class AnswerSequence:
+    """A list or tuple (``kind``) whose items do not make one regular array of numbers (items of
+    different lengths, strings, dicts...): the decoded ``items``, so that a message can say what
+    was given."""
+
+    kind: str
+    items: tuple[Any, ...]
+    #: How many items it had (only the first few are exported).
+    length: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,8 +169,14 @@ def error_value(message: str) -> dict[str, str]:
     return {"__error__": str(message)[:MAX_STRING]}
 
 
+_CONTAINERS = {list: "list", tuple: "tuple"}
+
+
 def _encode_array(x: Any, changed: tuple[int, ...] = ()) -> dict[str, Any]:
     kind = getattr(x, "dtype", None)
+    container = next((name for t, name in _CONTAINERS.items() if isinstance(x, t)), "")
+    if container and kind is None:
+        kind = np.asarray(x).dtype if _all_bools(x) else None  # verdicts given as a list
     arr = np.asarray(x, dtype=np.float64)
     if arr.size > MAX_ELEMENTS:
         return error_value(f"an array with {arr.size} numbers is too large (at most {MAX_ELEMENTS})")
@@ -164,7 +186,25 @@ def _encode_array(x: Any, changed: tuple[int, ...] = ()) -> dict[str, Any]:
         out["dtype"] = str(kind)[:20]
     if changed:
         out["changed"] = [int(i) for i in changed][:20]
+    if container:
+        out["container"] = container
     return {"__array__": out}
+
+
+def _all_bools(x: Any) -> bool:
+    return bool(x) and all(isinstance(v, (bool, np.bool_)) for v in x)
+
+
+def _encode_sequence(x: list[Any] | tuple[Any, ...], depth: int) -> dict[str, Any]:
+    """A list or tuple that is not a regular array of numbers: its length and its first items (what
+    a message needs to say what was given; an item too large to show is named, not exported)."""
+    items = []
+    for v in list(x)[:20]:
+        item = encode(v, depth + 1)
+        if len(dumps(item)) > 20_000:
+            item = error_value(f"an item too large to show ({type(v).__name__})")
+        items.append(item)
+    return {"__seq__": {"kind": "tuple" if isinstance(x, tuple) else "list", "length": len(x), "items": items}}
 
 
 def encode(x: Any, depth: int = 0, changed: tuple[int, ...] = ()) -> Any:
@@ -177,6 +217,8 @@ def encode(x: Any, depth: int = 0, changed: tuple[int, ...] = ()) -> Any:
     try:
         if x is None or isinstance(x, str):
             return x if x is None else x[:MAX_STRING]
+        if x is Ellipsis:
+            return error_value("not answered yet (`...` is still there)")
         if isinstance(x, (bool, np.bool_)):
             return bool(x)
         if isinstance(x, numbers.Integral):
@@ -186,6 +228,11 @@ def encode(x: Any, depth: int = 0, changed: tuple[int, ...] = ()) -> Any:
             return v if math.isfinite(v) else {"__nonfinite__": repr(v)}
         if isinstance(x, dict):
             return {"__map__": {str(k): encode(v, depth + 1) for k, v in x.items()}}
+        if isinstance(x, (list, tuple)):
+            try:
+                return _encode_array(x, changed)
+            except (TypeError, ValueError):  # ragged, or not numbers: say what it holds
+                return _encode_sequence(x, depth)
         return _encode_array(x, changed)
     except Exception as exc:  # any object that is not numbers
         return error_value(
@@ -224,9 +271,10 @@ def decode(obj: Any, depth: int = 0, *, traits: bool = True) -> Any:
     """Validate plain data from an export and turn it into Python/numpy values.
 
     Returns plain ``int``, ``float``, ``bool``, ``str``, ``None``, ``dict`` of those,
-    float64 ``ndarray`` (non-finite entries as NaN), or :class:`AnswerError`. An array that was
-    not float64 in the kernel, or that the call changed in place, is an :class:`AnswerArray`
-    saying so (``traits=False``: plain arrays, for inputs).
+    float64 ``ndarray`` (non-finite entries as NaN), :class:`AnswerSequence` (a list or tuple
+    that is no regular array) or :class:`AnswerError`. An array that was not float64 in the
+    kernel, that the call changed in place, or that was a list or tuple, is an
+    :class:`AnswerArray` saying so (``traits=False``: plain arrays, for inputs).
     Anything else (wrong types, ragged or oversized arrays) becomes an ``AnswerError``.
     """
     if depth > MAX_DEPTH:
@@ -247,6 +295,12 @@ def decode(obj: Any, depth: int = 0, *, traits: bool = True) -> Any:
         return [decode(v, depth + 1, traits=traits) for v in value[:1000]]
     if tag == "__map__" and type(value) is dict:
         return {str(k): decode(v, depth + 1, traits=traits) for k, v in list(value.items())[:1000]}
+    if tag == "__seq__" and type(value) is dict and value.get("kind") in ("list", "tuple") \
+            and type(value.get("items")) is list:
+        items = tuple(decode(v, depth + 1, traits=traits) for v in value["items"][:20])
+        length = value.get("length")
+        valid = type(length) is int and len(items) <= length <= 10**9
+        return AnswerSequence(value["kind"], items, length if valid else len(items))
     if tag == "__array__" and type(value) is dict:
         shape, data = value.get("shape"), value.get("data")
         if (
@@ -264,14 +318,16 @@ def decode(obj: Any, depth: int = 0, *, traits: bool = True) -> Any:
             arr = np.array([np.nan if v is None else float(v) for v in data], dtype=np.float64)
         except OverflowError:
             return AnswerError("the array contains a number too large for a float")
-        kind, changed = value.get("dtype"), value.get("changed")
-        if not traits or (kind is None and not changed):
+        kind, changed, container = value.get("dtype"), value.get("changed"), value.get("container")
+        if not traits or (kind is None and not changed and container is None):
             return arr.reshape(shape)
         out = arr.reshape(shape).view(AnswerArray)
         if type(kind) is str and kind.isidentifier():
             out.kpca_dtype = kind[:20]
         if type(changed) is list and all(type(i) is int for i in changed):
             out.kpca_changed = tuple(changed[:20])
+        if container in ("list", "tuple"):
+            out.kpca_container = container
         return out
     return AnswerError("the answer is not plain data (numbers, arrays, booleans)")
 
@@ -279,7 +335,8 @@ def decode(obj: Any, depth: int = 0, *, traits: bool = True) -> Any:
 # --------------------------------------------------------------------------- check helpers
 def _value(value: Any, name: str) -> Any:
     if isinstance(value, AnswerError):
-        message = f"{name}: {value.message}"
+        said = value.message.startswith(name + " ")  # "dim_3 is not answered yet ...": named already
+        message = value.message if said else f"{name}: {value.message}"
         raise CheckError(message, cause=unanswerable("unanswered", value.message))
     return value
 
@@ -335,9 +392,11 @@ def as_array(
     explanation of a failure."""
     value = _value(value, name)
     if isinstance(value, (bool, str, dict)) or value is None:
-        raise _wrong_type(name, f"should be an array of numbers; got {type(value).__name__}.")
+        raise _wrong_type(name, f"should be an array of numbers; got {describe(value)}.")
     if isinstance(value, list):
         raise _wrong_type(name, "should be an array of numbers; got a list of answers.")
+    if isinstance(value, AnswerSequence):
+        raise _wrong_type(name, f"should be an array of numbers; got {describe(value)}.")
     _explain_dtype(value, name)
     arr = np.asarray(value, dtype=np.float64)
     if shape is not None:
@@ -379,7 +438,7 @@ def as_int(value: Any, name: str) -> int:
         raise _wrong_type(name, f"should be an integer; got {_type_name(value)}.")
     if isinstance(value, np.ndarray):
         if value.shape != ():
-            raise _wrong_type(name, f"should be one integer; got an array of shape {value.shape}.")
+            raise _wrong_type(name, f"should be one integer; got {describe(value)}.")
         value = float(value)
     if isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
@@ -395,11 +454,47 @@ def as_int(value: Any, name: str) -> int:
 
 
 def _type_name(value: Any) -> str:
+    return describe(value)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{'one' if n == 1 else n} {word}{'' if n == 1 else 's'}"
+
+
+def describe(value: Any) -> str:
+    """What the student gave, in words: "a list of 6 booleans", "a tuple of one number (0.2,)
+    (a comma after a value makes a tuple)", "a dict", "an array of shape (3, 2)"."""
+    if isinstance(value, AnswerSequence):
+        kinds = sorted({describe(v).split(" of ")[0].removeprefix("a ").removeprefix("an ")
+                        for v in value.items})
+        return (f"a {value.kind} of {_count(value.length, 'item')} ({', '.join(kinds[:4])}) that do not "
+                "form one regular array of numbers")
+    container = getattr(value, "kpca_container", "")
+    if isinstance(value, np.ndarray) and container and value.ndim >= 1:
+        n = value.shape[0]
+        if value.ndim > 1:
+            what = _count(n, "row") + f" of {value.shape[1]}" if value.ndim == 2 else _count(n, "item")
+        elif getattr(value, "kpca_dtype", "") == "bool":
+            what = _count(n, "boolean")
+        else:
+            what = _count(n, "number")
+        text = f"a {container} of {what}"
+        if container == "tuple" and value.shape == (1,):
+            shown = f"{float(value[0]):g}" if np.isfinite(value[0]) else "nan"
+            text += f", ({shown},): a comma after a value makes a tuple"
+        return text
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape}"
     if isinstance(value, list):
         return "a list"
-    return type(value).__name__
+    if isinstance(value, dict):
+        return "a dict"
+    if isinstance(value, AnswerError):
+        return "an item too large or not plain data"
+    if value is None:
+        return "None"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        type(value), type(value).__name__)
 
 
 def _decimal_comma(value: Any) -> str | None:

@@ -50,6 +50,7 @@ from .diagnosis import (
     diagnose_projection,
 )
 from .plain import (
+    AnswerSequence,
     CheckError,
     as_array,
     as_bool,
@@ -69,9 +70,11 @@ __all__ = [
     "call_with",
     "own_break_even",
     "cheaper_triples",
+    "count_slip",
     "Check",
     "Question",
     "call",
+    "call_within",
     "call_tuple",
     "variable",
     "mercer_candidates",
@@ -137,7 +140,8 @@ def _lookup(ns: Mapping[str, Any], name: str) -> Any:
         return error_value(f"{name} is not defined where the question is checked: define it in its "
                            "answer cell, above the check cell, and run the notebook from the top.")
     if value is Ellipsis or value is None:
-        return error_value(f"{name} is still {value!r}: replace it with your answer.")
+        return error_value(f"{name} is not answered yet ({'`...`' if value is Ellipsis else 'None'} is "
+                           "still there): replace it with your answer.")
     return value
 
 
@@ -186,12 +190,20 @@ def _guarded(f: Callable[..., Any], args: tuple[Any, ...], forbid: tuple[str, ..
                 seen.append(dotted)
                 return
 
-    old = sys.getprofile()
+    import threading
+
+    old, old_threads = sys.getprofile(), threading.getprofile()
     sys.setprofile(hook)
+    threading.setprofile(hook)  # threads the answer starts (a guard; the rule: judge.method)
     try:
         value = f(*args)
+    except Exception:
+        if seen:  # the forbidden call is the cause, whatever failed after it
+            return None, seen[0]
+        raise
     finally:
         sys.setprofile(old)
+        threading.setprofile(old_threads)
     return value, (seen[0] if seen else None)
 
 
@@ -222,6 +234,9 @@ def _call_raw(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
         return error_value(f"{name} is not implemented yet (it raises NotImplementedError).")
     except MemoryError:
         raise  # the grader reports the run as out of memory
+    except NameError as exc:
+        return error_value(f"{name} raised {type(exc).__name__}: {exc} (defined in a cell below the check "
+                           "cell, or in one not run? Run the notebook from the top).")
     except Exception as exc:
         return error_value(f"{name} raised {type(exc).__name__}: {exc}")
 
@@ -238,6 +253,57 @@ def call(ns: Mapping[str, Any], name: str, *args: Any) -> Any:
     argument the function changed in place is recorded with the result."""
     out = _call_raw(ns, name, *args)
     return encode(out[1], changed=out[2]) if isinstance(out, tuple) else out
+
+
+class _TooSlow(BaseException):
+    """Raised in the probe by the timer of :func:`call_within` (a BaseException, so that the
+    answer's own ``except Exception`` does not swallow it)."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[bool]:
+    """Raise :class:`_TooSlow` in this thread after ``seconds`` of wall clock; yields whether a
+    timer could be set (only the main thread of a process can, where ``SIGALRM`` exists)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+
+    def ring(signum: int, frame: Any) -> None:
+        raise _TooSlow
+
+    try:
+        old = signal.signal(signal.SIGALRM, ring)
+    except (OSError, ValueError):
+        yield False
+        return
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        yield True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def call_within(ns: Mapping[str, Any], seconds: float, name: str, *args: Any) -> Any:
+    """:func:`call`, stopped after ``seconds``: an answer too slow for one input (a hidden check's
+    large case) is an error naming that input, and the probe goes on, so the cell that probes it
+    does not run out of time and the question's other answers are still recorded."""
+    shown = ", ".join(str(a) if isinstance(a, (int, float)) else type(a).__name__ for a in args)
+    out: Any = _MISSING
+    try:
+        with _time_limit(seconds):
+            out = call(ns, name, *args)
+    except _TooSlow:
+        if out is not _MISSING:  # the timer rang as the call returned: the answer stands
+            return out
+        return error_value(
+            f"{name}({shown}) did not finish within {seconds:g} s, so it was stopped: it is too slow "
+            "for an input of this size (look for a loop over every item it counts or builds: a formula "
+            "or a vectorised step needs none).")
+    return out
 
 
 def call_tuple(ns: Mapping[str, Any], name: str, size: int, *args: Any) -> list[Any]:
@@ -424,35 +490,6 @@ def phi_dimension(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname
     )
 
 
-def phi_large_and_one(answers: dict[str, Any], inputs: dict[str, Any], p: int, fname: str) -> str:
-    """Hidden: ``fname`` accepts a single point (one row back) and is exact for large coordinates.
-    A slip the public identity check found is counted there (the same cause); so is an overflow of a
-    map the public check found computing in low precision."""
-    one = as_array(answers["phi_one"], f"{fname}(X) for one point")
-    if one.ndim != 2 or 1 not in one.shape:
-        raise CheckError(
-            f"for a single point (an array of shape (1, 2)) {fname} returned shape {one.shape}; it "
-            "should return one row, shape (1, D): avoid squeeze, ravel or indexing that drops the axis "
-            "of the points."
-        )
-    phi_rows(answers["phi_one"], fname, inputs["X_one"])  # one column: the features as rows (noted)
-    X = np.asarray(inputs["X_big"])
-    try:
-        big = phi_slip(answers, PhiCase(X, X, p, "phi_big", "phi_big", fname), tol=1e-9)
-    except CheckError:
-        try:
-            public = phi_slip(answers, PhiCase(inputs["X"], inputs["Y"], p, "phi_X", "phi_Y",
-                                               fname))
-        except CheckError:
-            public = None
-        if public is not None and public.code == "precision":
-            raise CheckError(public.message, cause=public) from None
-        raise
-    if big is not None:
-        raise CheckError(big.message, cause=big if big.recognised else None)
-    return "exact for large coordinates and for a single point"
-
-
 # --------------------------------------------------------------------------- q1c: general d
 def general_d3(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     d3 = PhiCase(inputs["X3"], inputs["Y3"], 3, "g3x", "g3y", "phi_poly(·, 3)")
@@ -469,30 +506,6 @@ def general_d5(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
                 "of degree ≤ 2.")
     raise CheckError(slip.message + _phi_example(answers, d5, slip),
                      cause=slip if slip.recognised else None)
-
-
-def general_one_feature(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    """Hidden: ``phi_poly`` for d = 1 and p = 5. A map written for two coordinates fails here through
-    the slip the d = 3 check reports, which is its cause (counted once, there)."""
-    try:
-        d1 = PhiCase(inputs["X1"], inputs["Y1"], 5, "g1x", "g1y", "phi_poly(·, 5)")
-        slip = phi_slip(answers, d1, name_count=True, count=True, tol=1e-10)
-        error = None
-    except CheckError as problem:
-        slip, error = None, problem
-    if slip is None and error is None:
-        return "d = 1, p = 5 is right"
-    try:
-        d3 = phi_slip(answers, PhiCase(inputs["X3"], inputs["Y3"], 3, "g3x", "g3y",
-                                       "phi_poly(·, 3)"), name_count=True)
-    except CheckError:
-        d3 = None
-    if d3 is not None and d3.code == "two-coordinates":
-        raise CheckError("d = 1 fails because " + d3.message, cause=d3)
-    if error is not None:
-        raise error
-    assert slip is not None
-    raise CheckError(slip.message, cause=slip if slip.recognised else None)
 
 
 # --------------------------------------------------------------------------- q2: counting
@@ -551,26 +564,6 @@ def count_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
            ". Hint: check small cases by hand (d = 2, p = 2 gives the lecture's 6 features) and compare "
            "with your explicit φ from question 1."),
         cause=slip if slip.recognised else None,
-    )
-
-
-def count_large_d(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    """Hidden: ``n_features`` on the large-d cases the hidden check draws (``inputs["big"]``). A slip
-    the public check found on small cases too is counted there (the same cause)."""
-    slip = count_slip(answers, inputs, key="big", cases="big", label="n_features for large d")
-    if slip is None:
-        return f"exact for large d ({len(inputs['big'])} cases with counts past 2**53)"
-    if slip.recognised:
-        raise CheckError(f"for large d, {slip.message}", cause=slip)
-    try:
-        small = count_slip(answers, inputs)
-    except CheckError:
-        small = Slip("", "")
-    raise CheckError(
-        "for large d your n_features is not the exact count"
-        + (" either." if small is not None else
-           ", though it is right on the small cases of the public check: a step of it breaks only for "
-           "large numbers. Keep the count an exact Python int all the way (no float, no NumPy integer).")
     )
 
 
@@ -641,6 +634,9 @@ def _gram_answers(answers: dict[str, Any], inputs: dict[str, Any], i: str) -> tu
     n, d = X.shape
     ev = as_array(answers["ev" + i], f"the eigenvalues for X of shape {X.shape}", ndim=1, finite=False)
     W = as_array(answers["W" + i], f"W for X of shape {X.shape}", ndim=2, finite=False)
+    if W.shape == (k, d) and k != d:  # the directions as rows: read as meant, one form slip
+        W = orient(W, (d, k), f"W for X of shape {X.shape}",
+                   rows="one unit direction w_k per column, one row per feature")
     if ev.shape != (k,) or W.shape != (d, k):
         raise CheckError(
             f"for X of shape ({n}, {d}) and n_components = {k}, expected eigenvalues of shape "
@@ -763,7 +759,7 @@ def call_with(ns: MutableMapping[str, Any], names: Mapping[str, Any], name: str,
                 ns[key] = value
 
 
-_KPCA_NAMES = {"Z": "train", "Z_new": "new", "Z_self": "self"}
+_KPCA_NAMES = {"Z": "train", "Z_new": "new", "Z_self": "self", "Z_b": "train"}
 
 
 def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Slip | None:
@@ -771,7 +767,7 @@ def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Sl
     against kernel PCA, each component up to sign; malformed answers raise :class:`CheckError`."""
     from ....centering import center_kernel, center_test_kernel
 
-    K, k = np.asarray(inputs["K"]), int(inputs["k"])
+    K, k = np.asarray(inputs["K_b" if which == "Z_b" else "K"]), int(inputs["k"])
     kk = 1 if which == "Z_self" else k
     vals, alphas = kpca_reference(K, kk)
     Kc = center_kernel(K)
@@ -779,8 +775,12 @@ def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Sl
     rows_c = center_test_kernel(rows, K)
     ref = rows_c @ alphas
     name = {"Z": "kpca_project(K, n_components)", "Z_new": "kpca_project_new(K_new, K, n_components)",
-            "Z_self": "kpca_project_new(K, K, 1)"}[which]
+            "Z_self": "kpca_project_new(K, K, 1)", "Z_b": "kpca_project(K, n_components) for a second K"}[which]
     Z = as_array(answers[which], name, shape=ref.shape, finite=False)
+    if which == "Z_b":
+        stale = _stale_slip(answers, inputs, Z, rows_c)
+        if stale is not None:
+            return stale
     uvals, uvecs = np.linalg.eigh((K + K.T) / 2)
     top = np.argsort(uvals)[::-1][:kk]
     alpha_u = uvecs[:, top] / np.sqrt(np.abs(uvals[top]))
@@ -789,6 +789,28 @@ def kpca_slip(answers: dict[str, Any], inputs: dict[str, Any], which: str) -> Sl
     if which != "Z" and slip is not None and not slip.recognised:
         return _same_components(answers, Z, rows_c, K, Kc, name) or slip
     return slip
+
+
+def _stale_slip(answers: dict[str, Any], inputs: dict[str, Any], Z_b: np.ndarray,
+                rows_c: np.ndarray) -> Slip | None:
+    """kpca_project's projections for a second kernel matrix that are those of the first K (or use
+    its α): a result kept from an earlier call (a global, a cache) instead of the K it is given."""
+    try:
+        Z = as_array(answers["Z"], "kpca_project(K, n_components)", ndim=2)
+    except CheckError:
+        return None
+    _, alphas = kpca_reference(np.asarray(inputs["K"]), int(inputs["k"]))
+    kept = Z.shape == Z_b.shape and np.allclose(Z_b, Z, rtol=1e-9, atol=1e-12)
+    if not kept and alphas.shape[0] == rows_c.shape[1]:
+        c, _, res = column_fit(Z_b, rows_c @ alphas)
+        kept = bool(np.all(res <= 1e-7) and np.allclose(np.abs(c), 1.0, rtol=1e-6))
+    if not kept:
+        return None
+    return Slip("stale-kernel", (
+        "kpca_project gives the right projections for the first kernel matrix, but for a second, "
+        "different K it returns what the first K gives: it keeps a result of an earlier call (a "
+        "global variable or a cache) instead of computing from the K it is given. Compute from the "
+        "arguments of each call."))
 
 
 def _same_components(answers: dict[str, Any], Z: np.ndarray, rows_c: np.ndarray, K: np.ndarray,
@@ -868,6 +890,8 @@ def compare_kpca(answers: dict[str, Any], inputs: dict[str, Any], which: str) ->
     slip = kpca_slip(answers, inputs, which)
     if slip is None and which != "Z":
         slip = _sign_slip(answers, inputs, which)
+    if slip is None and which == "Z" and "K_b" in inputs:  # the same function on a second K
+        slip = kpca_slip(answers, inputs, "Z_b")
     ok = {"Z": "kpca_project(K, n_components) matches kernel PCA up to the sign of each component.",
           "Z_new": "kpca_project_new(K_new, K, n_components) matches kernel PCA, with the signs of "
                    "kpca_project's components.",
@@ -905,7 +929,7 @@ def mercer_verdicts(answers: dict[str, Any]) -> tuple[dict[str, bool], list[str]
     as one form slip each (charged once per question); a value that is not a verdict at all
     (``None``, ``2``, ``"maybe"``) is an error of type that every check needing it reports."""
     names = tuple(mercer_candidates())
-    given = as_map(answers["is_kernel"], "is_kernel", keys=names)
+    given = as_map(_verdict_list(answers["is_kernel"], names), "is_kernel", keys=names)
     read: dict[str, bool] = {}
     error: CheckError | None = None
     for name in names:
@@ -918,6 +942,26 @@ def mercer_verdicts(answers: dict[str, Any]) -> tuple[dict[str, bool], list[str]
 
 
 _VERDICT_WORDS = {"yes": True, "no": False}
+
+
+def _verdict_list(value: Any, names: tuple[str, ...]) -> Any:
+    """Verdicts given as a list or tuple, one per candidate in the question's order, read as the
+    dict the question asks for and noted as one form slip (charged once); anything else as it is."""
+    container = getattr(value, "kpca_container", "")
+    if isinstance(value, AnswerSequence) and value.length == len(value.items):
+        items, container = list(value.items), value.kind
+    elif container and isinstance(value, np.ndarray) and value.shape == (len(names),):
+        boolean = getattr(value, "kpca_dtype", "") == "bool"
+        items = [bool(v) if boolean else int(v) if float(v).is_integer() else float(v) for v in value]
+    else:
+        return value
+    if len(items) != len(names):
+        return value
+    note(Slip("form-verdict-list", (
+        f"is_kernel is a {container} of {len(items)} verdicts, not a dict: the question asks for "
+        "{" + ", ".join(f"{n!r}: True or False" for n in names[:2]) + ", …}, one entry per candidate. "
+        f"Read in the candidates' order ({', '.join(names)})."), charge="form"))
+    return dict(zip(names, items, strict=True))
 
 
 def _verdict_word(value: Any, name: str) -> Any:
@@ -969,15 +1013,10 @@ def mercer_complete(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     return "is_kernel gives True or False for every candidate."
 
 
-def mercer_called_kernels(answers: dict[str, Any]) -> list[str]:
-    """The candidates ``is_kernel`` calls kernels, read as :func:`mercer_verdicts` reads them (for
-    the hidden check); when none can be read, the completeness check's error."""
-    return _marked(answers, True)
-
-
-def _marked(answers: dict[str, Any], verdict: bool) -> list[str]:
-    """The candidates whose ``is_kernel`` verdict is ``verdict``; when there are none because
-    verdicts cannot be read, the error that says why (:func:`_unreadable_verdicts`)."""
+def marked_candidates(answers: dict[str, Any], verdict: bool) -> list[str]:
+    """The candidates whose ``is_kernel`` verdict is ``verdict``, read as :func:`mercer_verdicts`
+    reads them; when there are none because verdicts cannot be read, the error that says why
+    (:func:`_unreadable_verdicts`)."""
     read, missing, error = mercer_verdicts(answers)
     marked = [n for n, v in read.items() if v is verdict]
     if not marked:
@@ -1035,7 +1074,7 @@ def verify_counterexample(name: str, points: Any) -> str:
 
 
 def mercer_evidence(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
-    rejected = _marked(answers, False)
+    rejected = marked_candidates(answers, False)
     if not rejected:
         raise CheckError("you marked no candidate as invalid (every verdict in is_kernel is True): at "
                          "least one of them is not a kernel.")
@@ -1121,29 +1160,35 @@ def _digits(values: tuple[float, ...], fmt: str, start: int, stop: int | None = 
 
 
 def _sigma_relation(value: float) -> Slip | None:
-    """A recognised slip when ``value`` does not separate the moons as σ but does as another
-    parameter of the RBF kernel: γ = 1/(2σ²) (the library's and scikit-learn's ``gamma``) or σ²."""
+    """A recognised slip when ``value`` does not separate the moons as σ but would as another
+    parameter of the RBF kernel: γ = 1/(2σ²) (the library's and scikit-learn's ``gamma``), σ², or
+    log₁₀ σ (a value below the slider's range, negative or zero). The message never says which σ
+    that is (it would answer the question). A whole number outside the slider's range is read as
+    nothing: it looks like another slider's line (``answer_r = …``), and a reading that works would
+    hand over a σ."""
     from ....analysis import first_component_separates
 
-    if not value > 0:
-        return None
     X, y = homework_moons()
     lo, hi = SIGMA_RANGE
-    readings = (
-        ("sigma-as-gamma", 1.0 / math.sqrt(2.0 * value), "γ = 1/(2σ²)", "σ = 1/√(2γ)",
+    readings = [
+        ("sigma-as-gamma", 1.0 / math.sqrt(2.0 * value) if value > 0 else 0.0, "as γ = 1/(2σ²)",
          "γ, the kernel's gamma, not σ: the question and the slider use the width σ of "
-         "exp(−‖x − y‖²/(2σ²)), and γ = 1/(2σ²) is another number"),
-        ("sigma-as-variance", math.sqrt(value), "σ²", "σ = √(σ²)",
+         "exp(−‖x − y‖²/(2σ²)), and γ is another number"),
+        ("sigma-as-variance", math.sqrt(value) if value > 0 else 0.0, "as σ²",
          "σ², not σ: the question and the slider use the width σ of exp(−‖x − y‖²/(2σ²))"),
-    )
-    for code, sigma, read_as, back, what in readings:
+        ("sigma-as-log10", 10.0**value if value < lo else 0.0, "as log₁₀ σ",
+         "log₁₀ σ, the logarithm of σ (the slider moves σ on a logarithmic scale), not σ itself"),
+    ]
+    if value == int(value) and not lo <= value <= hi:
+        return None  # 15 is answer_r's kind of line more likely than a γ: no reading that would work
+    for code, sigma, read_as, what in readings:
         if lo <= sigma <= hi and first_component_separates(X, y, sigma)[0]:
-            shown, back_shown = _digits((value, sigma), "{:.{d}g}", 4)
+            (shown,) = _digits((value,), "{:.{d}g}", 4)
+            where = (" (a width σ is positive)" if value <= 0 else
+                     "" if lo <= value <= hi else f" (it is outside the slider's range [{lo}, {hi}])")
             message = (
-                f"answer_sigma = {shown} does not separate the moons as σ"
-                + ("" if lo <= value <= hi else f" (it is outside the slider's range [{lo}, {hi}])")
-                + f", but read as {read_as} it is {back} = {back_shown}, which does: this looks like {what}. "
-                "Paste the line shown under the slider (answer_sigma = …) as it is."
+                f"answer_sigma = {shown} does not separate the moons as σ{where}, but it would {read_as}: "
+                f"this looks like {what}. Paste the line shown under the slider (answer_sigma = …) as it is."
             )
             return Slip(code, message, (value,))
     return None
@@ -1163,7 +1208,9 @@ def sigma_check(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     if not lo <= sigma <= hi:
         raise CheckError(f"answer_sigma = {sigma:.6g} is outside the slider's range [{lo}, {hi}]: paste "
                          "the line shown under the slider, for a σ where the status says the moons are "
-                         "separated.")
+                         "separated."
+                         + (" A whole number: is it the line of another slider (answer_r = … is question 8's)?"
+                            if sigma == int(sigma) and sigma >= 1 else ""))
     if not ok:
         good = [s for s, sep in _separating_grid() if sep]
         if good and all(s < sigma for s in good):
@@ -1208,9 +1255,9 @@ def _r_short(r: int, err: float) -> Slip | None:
         return None
     e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
     return Slip("r-one-short", (
-        f"with r = {r} eigenfaces the relative error is {e}, just above the target {t}: the answer is "
-        "the first r whose error is below the target, not the last one above it (the status line says "
-        "“below the target” there)."), (float(r),))
+        f"with r = {r} eigenfaces the relative error is {e}, not below the target {t}: the answer is "
+        "the first r whose error is below the target, not one whose error is still above it (the status "
+        "line says “below the target” there)."), (float(r),))
 
 
 def r_below_target(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
@@ -1242,11 +1289,11 @@ def r_smallest(answers: dict[str, Any], inputs: dict[str, Any]) -> str:
     if r > 0:
         before = float(reconstruction_errors(pca, face, [r - 1])[0])
         if before < FACE_TARGET:
-            e, b, t = _digits((err, before, FACE_TARGET), "{:.{d}%}", 1)
-            raise CheckError(
-                f"with r = {r} the error {e} is below the target {t}, but fewer eigenfaces reach it too "
-                f"(with r − 1 = {r - 1} the error is {b}): the question asks for the smallest r. "
-                "Move the slider down until one eigenface less goes above the target."
+            e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
+            raise CheckError(  # never which r: that would answer the question
+                f"with r = {r} the error {e} is below the target {t}, but fewer eigenfaces reach it too: "
+                "the question asks for the smallest r. Move the slider down until one eigenface less goes "
+                "above the target."
             )
     e, t = _digits((err, FACE_TARGET), "{:.{d}%}", 1)
     return f"r = {r} is the smallest number of eigenfaces below {t} (error {e})."
