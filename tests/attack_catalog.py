@@ -1438,3 +1438,113 @@ for i in range(11):
     sent += len(content)
 print("sent", sent)
 ''')
+
+
+# --------------------------------------------------------------------------- issue 39: concurrent sandboxes
+#: Seconds the writer keeps its marks and the reader keeps looking (within --timeout 30).
+CONCURRENT_HOLD = 20
+CHANNELS_COMMON = r'''
+import ctypes, errno, fcntl, struct
+import kpca_lib
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_PKG = os.path.dirname(os.path.realpath(kpca_lib.__file__))  # bound into every sandbox
+_LOCKED = [os.path.join(_PKG, n) for n in ("__init__.py", "kernels.py", "features.py")]
+_OPENED = os.path.join(_PKG, "centering.py")
+HOLD = __HOLD__
+def _lk(kind):
+    return struct.pack("hhqqi4x", kind, 0, 0, 0, 0)
+def _aio_nr():
+    try:
+        return int(open("/proc/sys/fs/aio-nr").read())
+    except (OSError, ValueError):
+        return None
+'''
+
+
+def concurrent_writer() -> Attack:
+    """Honest question 1; question 2's cell leaves marks on what every sandbox shares, for a
+    classmate graded at the same time: locks on the installation's files (flock, POSIX, OFD),
+    opens watched by inotify/fanotify, and AIO contexts counted host-wide. Deserves 9 points."""
+    return Attack("concurrent_writer", why="flock, POSIX and OFD locks on the shared installation, "
+                  "opens a watcher sees, AIO contexts that move /proc/sys/fs/aio-nr, for 20 s",
+                  body=CHANNELS_COMMON.replace("__HOLD__", str(CONCURRENT_HOLD)) + r'''
+held = []
+for path, how in zip(_LOCKED, ("flock", "posix", "ofd")):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if how == "flock":
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            fcntl.fcntl(fd, fcntl.F_SETLK if how == "posix" else fcntl.F_OFD_SETLK, _lk(fcntl.F_RDLCK))
+        held.append(how)
+    except OSError:
+        pass
+end = time.time() + HOLD
+ctx = ctypes.c_ulong(0)
+while time.time() < end:
+    with open(_OPENED, "rb") as fh:  # an open a watcher of the package sees
+        fh.read(1)
+    if _libc.syscall(206, 4096, ctypes.byref(ctx)) == 0:  # io_setup: aio-nr up by >= 4096
+        time.sleep(0.3)
+        _libc.syscall(207, ctx)  # io_destroy: and down again
+        ctx = ctypes.c_ulong(0)
+    time.sleep(0.2)
+print("held", held)
+''')
+
+
+def concurrent_reader() -> Attack:
+    """A blank notebook graded at the same time as :func:`concurrent_writer`: it answers
+    question 2 when any of the writer's marks reaches it. Deserves 0."""
+    return Attack("concurrent_reader", per=dict(ZERO), mutate="blank",
+                  why="looks for a classmate's marks (locks, watched opens, aio-nr) for 20 s",
+                  body=CHANNELS_COMMON.replace("__HOLD__", str(CONCURRENT_HOLD)) + r'''
+seen = set()
+ino = _libc.inotify_init1(os.O_NONBLOCK)
+if ino >= 0:
+    _libc.inotify_add_watch(ino, _PKG.encode(), 0x20 | 0x1)
+_libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int,
+                                ctypes.c_char_p]
+fan = _libc.fanotify_init(0x200 | 0x2, os.O_RDONLY)
+if fan >= 0 and _libc.fanotify_mark(fan, 0x1, 0x20, -100, _OPENED.encode()) != 0:
+    fan = -1
+base = _aio_nr()
+end = time.time() + HOLD
+while time.time() < end and not seen:
+    for path, how in zip(_LOCKED, ("flock", "posix", "ofd")):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if how == "flock":
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            else:
+                got = fcntl.fcntl(fd, fcntl.F_GETLK if how == "posix" else fcntl.F_OFD_GETLK,
+                                  _lk(fcntl.F_WRLCK))
+                if struct.unpack("hhqqi4x", got)[0] != fcntl.F_UNLCK:
+                    seen.add(how)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                seen.add(how)
+        finally:
+            os.close(fd)
+    for fd, how in ((ino, "inotify"), (fan, "fanotify")):
+        if fd >= 0:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                data = b""
+            if how == "fanotify" and data:  # only the writer opens the marked file
+                seen.add(how)
+            while how == "inotify" and len(data) >= 16:  # the folder: only the writer's file
+                n = struct.unpack("iIII", data[:16])[3]
+                if data[16:16 + n].rstrip(b"\0") == os.path.basename(_OPENED).encode():
+                    seen.add(how)
+                data = data[16 + n:]
+    now = _aio_nr()
+    if base is not None and now is not None and abs(now - base) >= 4096:
+        seen.add("aio-nr")
+    time.sleep(0.1)
+print("seen", sorted(seen))
+if seen:
+    _won_loudly(sorted(seen))
+''')

@@ -62,6 +62,9 @@ class GradeConfig:
         Memory per submission, in MB (at least :data:`MIN_MEMORY_MB`).
     jobs : int
         Submissions run at once on this machine.
+    notebook_timeout : float, optional
+        Seconds one notebook may run in all (``--notebook-timeout``; default 10 times
+        ``timeout``, :func:`~kpca_lib.course.grading.run.runner.notebook_limit`).
     sandbox : {"bwrap", "none"}
     cluster : str or ClusterRunner, optional
         Run the notebooks on a Dask cluster instead of ``jobs`` local workers.
@@ -97,6 +100,7 @@ class GradeConfig:
     row_id: str | None = None
     root: Path | None = None
     progress: bool = False
+    notebook_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if (self.mode is Mode.REGRADE) != (self.regrade is not None):
@@ -119,6 +123,9 @@ class GradeConfig:
             raise ValueError(f"--timeout must be > 0 seconds per cell; got {self.timeout!r}.")
         if self.jobs < 1:
             raise ValueError(f"--jobs must be >= 1; got {self.jobs!r}.")
+        if self.notebook_timeout is not None and not self.notebook_timeout >= self.timeout:
+            raise ValueError(f"--notebook-timeout ({self.notebook_timeout!r} s for the whole "
+                             f"notebook) must be at least --timeout ({self.timeout:g} s per cell).")
         if self.sandbox not in SANDBOXES:
             raise ValueError(f"sandbox must be one of {SANDBOXES}; got {self.sandbox!r}.")
 
@@ -130,6 +137,7 @@ class GradeConfig:
                       sandbox=args.sandbox, cluster=args.cluster, seed=args.seed,
                       resume=args.resume, merge=args.merge, regrade=args.regrade,
                       row_id=args.row_id, root=Path(args.root) if args.root else None,
+                      notebook_timeout=getattr(args, "notebook_timeout", None),
                       progress=True)
 
     @classmethod

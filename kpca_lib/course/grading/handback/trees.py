@@ -20,10 +20,12 @@ The ``feedback/`` files beside ``grades.json`` stay the grader's own record of e
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..record.gradebook import ARCHIVES, EXPORT, STUDENTS, Gradebook, peek
 from ..record.policy import (
@@ -32,11 +34,13 @@ from ..record.policy import (
     Final,
     PolicyError,
     check_adjustments,
+    file_time_warnings,
     load_adjustments,
     load_policy,
     unknown_extensions,
 )
-from ..record.roster import RosterError, load_roster, student_of
+from ..record.roster import Roster, RosterError, load_roster, student_of
+from ..record.seal import seal_key, signature
 from ..record.summary import Summary, summarize, summary_markdown, summary_png
 from .feedback import feedback_html, feedback_markdown, student_paths, zip_folder
 
@@ -62,6 +66,37 @@ class Refreshed:
 #: ``students/index.json``: row id → its folder and files. Read back at the next refresh, so
 #: that names handed back once stay (a newcomer whose name clashes gets the ``~hash``).
 INDEX = "index.json"
+#: ``students/index.json.sig``: the index's HMAC-SHA256 under a key drawn from the grading
+#: secret (which lives outside the gradebook folder). An index whose signature does not match
+#: was edited (or written by another secret): its names are not used, and the refresh says so.
+INDEX_SIG = "index.json.sig"
+
+
+def _index_key() -> bytes | None:
+    """The key that seals ``students/index.json`` (:func:`~..record.seal.seal_key`)."""
+    return seal_key("students/index.json")
+
+
+def _signature(data: bytes, key: bytes) -> bytes:
+    return signature(data, key)
+
+
+def _signed_index(data: bytes | None, sig: bytes | None) -> tuple[bytes | None, str]:
+    """``students/index.json``'s bytes if they are the ones kpca-course signed, else
+    ``(None, why)`` (``why`` empty when there is no index yet)."""
+    if data is None:
+        return None, ""
+    key = _index_key()
+    if key is None:
+        return None, (f"{STUDENTS}/{INDEX} cannot be verified (no grading secret: "
+                      "$KPCA_GRADING_SECRET or ~/.config/kpca-course/grading-secret)")
+    if sig is None or not hmac.compare_digest(sig.strip(), _signature(data, key).strip()):
+        return None, (f"{STUDENTS}/{INDEX} was changed outside kpca-course (its signature, "
+                      f"{STUDENTS}/{INDEX_SIG}, {'is missing' if sig is None else 'does not match'}"
+                      "; or it was written with another grading secret, or by an older "
+                      "kpca-course): its names were not used, every row's feedback was placed "
+                      "after its row id again, and the index was rewritten")
+    return data, ""
 
 
 def _index(data: bytes | None) -> dict[str, tuple[str, str]]:
@@ -88,6 +123,7 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
     raises for what it writes: the grades are on disk already, and what went wrong is in
     :attr:`Refreshed.errors`."""
     out = Refreshed()
+    out.warnings += book.warnings  # e.g. a grades.json changed outside kpca-course
     try:
         rows = book.saved_rows()
         nobody = unknown_extensions(book.policy, {student_of(str(r["submission"])) for r in rows},
@@ -96,6 +132,7 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
             out.warnings.append(f"{book.policy.source}: late.extensions names "
                                 f"{', '.join(repr(s) for s in nobody)}, who has no submission "
                                 "and no roster entry (a misspelt student folder?)")
+        out.warnings += file_time_warnings(book.policy, rows)
         out.finals = {str(r["submission"]): book.final(r) for r in rows}
         ruled = bool(book.adjustments or book.policy.late or book.policy.by_hand)
         out.summary = summarize(rows, book.points, assignment=book.assignment,
@@ -115,8 +152,12 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
         out.errors.append(f"the summary could not be written ({_describe(exc)})")
     try:
         tree: dict[tuple[str, str], bytes] = {}
+        index_data, why = _signed_index(book.read_tree(STUDENTS, INDEX),
+                                        book.read_tree(STUDENTS, INDEX_SIG))
+        if why:
+            out.warnings.append(why)
         names = student_paths([str(r["submission"]) for r in rows], book.assignment,
-                              previous=_index(book.read_tree(STUDENTS, INDEX)), reserved=[INDEX])
+                              previous=_index(index_data), reserved=[INDEX, INDEX_SIG])
         for r in rows:
             rid = str(r["submission"])
             folder, stem = names[rid]
@@ -128,6 +169,9 @@ def refresh(book: Gradebook, *, archives: bool = False) -> Refreshed:
         index = {rid: {"folder": folder, "html": f"{stem}.html", "md": f"{stem}.md"}
                  for rid, (folder, stem) in sorted(names.items())}
         tree[("", INDEX)] = (json.dumps(index, indent=1, ensure_ascii=False) + "\n").encode()
+        key = _index_key()
+        if key is not None:
+            tree[("", INDEX_SIG)] = _signature(tree[("", INDEX)], key)
         out.errors += book.write_tree(STUDENTS, tree)
         if archives:
             by_student: dict[str, dict[str, bytes]] = {}
@@ -165,11 +209,14 @@ class Exported:
     adjustments: int = 0
     late: int = 0
     errors: list[str] = field(default_factory=list)
+    #: LMS files not written because they would hold no student: name -> why.
+    empty: dict[str, str] = field(default_factory=dict)
 
 
 def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
                      roster_path: Path | None = None, archives: bool = False,
-                     canvas_column: str | None = None, moodle_column: str | None = None) -> Exported:
+                     canvas_column: str | None = None, moodle_column: str | None = None,
+                     allow_missing: bool = False) -> Exported:
     """Write the gradebook in ``out`` as the LMS files of ``formats`` (``export/``), after
     rewriting its tables, summary and hand-back trees under the current ``policy.toml``
     and ``adjustments.csv``.
@@ -178,7 +225,13 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
     :class:`~kpca_lib.course.grading.record.policy.PolicyError` or
     :class:`~kpca_lib.course.grading.record.roster.RosterError`) before writing anything when
     the gradebook, the policy, the adjustments or the roster cannot be used, or when a
-    format needs a roster and none is given; the roster given here replaces the policy's.
+    format needs a roster and none is given; the roster given here replaces the policy's;
+    also when the roster matches none of the gradebook's rows (the message says how the roster
+    was read).
+
+    An LMS file that would hold no student is not written (``empty`` says why): a file with
+    students is never replaced by an empty one, and without ``allow_missing`` no empty one is
+    written at all.
     """
     from .export import canvas_csv, moodle_csv, plain_csv, summary_line
 
@@ -206,6 +259,7 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
         check_adjustments(adjustments, list(book.rows), points,
                           str(Path(out) / ADJUSTMENTS_FILE), by_hand=policy.by_hand)
         book.set_policy(policy, adjustments, roster)
+        _check_roster_matches(roster, list(book.rows.values()))
         done = Exported(Path(book.out))
         done.refreshed = refresh(book, archives=archives)
         done.errors += done.refreshed.errors
@@ -226,13 +280,57 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
                 result = moodle_csv(finals, roster, records=records,
                                     column=moodle_column or f"Assignment: {assignment} (Real)",
                                     feedback={f.row: summary_line(f) for f in finals})
-            written[("", EXPORT_FILES[fmt])] = result.text.encode("utf-8")
-            done.files[f"export/{EXPORT_FILES[fmt]}"] = result.rows
-            for mine, theirs in ((done.unmatched, result.unmatched), (done.absent, result.absent),
-                                 (done.pending, result.pending), (done.held, result.held),
-                                 (done.duplicates, result.duplicates)):
-                mine.extend(x for x in theirs if x not in mine)
-        done.errors += book.write_tree(EXPORT, written)
+            _take(done, book, EXPORT_FILES[fmt], result, allow_missing and fmt != "plain",
+                  written)
+        if written:
+            done.errors += book.write_tree(EXPORT, written)
         done.adjustments = sum(len(f.applied) for f in finals)
         done.late = sum(1 for f in finals if f.late is not None and f.late.late)
     return done
+
+
+def _take(done: Exported, book: Gradebook, name: str, result: Any, allow_missing: bool,
+          written: dict[tuple[str, str], bytes]) -> None:
+    """Add one export file to what is written (an LMS file with no student only as
+    :func:`_empty_file` allows) and what it left out to ``done``'s lists."""
+    why = None if name == EXPORT_FILES["plain"] or result.rows else _empty_file(
+        book, name, allow_missing)
+    if why is not None:
+        done.empty[f"export/{name}"] = why
+    else:
+        written[("", name)] = result.text.encode("utf-8")
+        done.files[f"export/{name}"] = result.rows
+    for mine, theirs in ((done.unmatched, result.unmatched), (done.absent, result.absent),
+                         (done.pending, result.pending), (done.held, result.held),
+                         (done.duplicates, result.duplicates)):
+        mine.extend(x for x in theirs if x not in mine)
+
+
+def _check_roster_matches(roster: Roster | None, rows: Sequence[dict]) -> None:
+    """``PolicyError`` when the roster names none of the gradebook's students (a roster of
+    display names, or of another course): every LMS file would be empty."""
+    if roster is None or not rows or not roster.entries:
+        return
+    students = [student_of(str(r["submission"])) for r in rows]
+    if any(s in roster for s in students):
+        return
+    theirs = ", ".join(repr(s) for s in list(roster.entries)[:3])
+    ours = ", ".join(repr(s) for s in dict.fromkeys(students[:3]))
+    raise PolicyError(f"the roster {roster.described} matches none of the gradebook's "
+                      f"{len(rows)} row(s): its students are {theirs}..., the gradebook's "
+                      f"folders {ours}.... The student column must hold each student's folder "
+                      "name among the submissions (kpca-course collect names them after the "
+                      "roster); nothing was written.")
+
+
+def _empty_file(book: Gradebook, name: str, allow_missing: bool) -> str | None:
+    """Why an LMS file with no student is not written (``None``: write it)."""
+    old = book.read_tree(EXPORT, name)
+    lines = [ln for ln in (old or b"").decode("utf-8", "replace").splitlines()[1:]
+             if ln.strip() and "Points Possible" not in ln]
+    if lines:
+        return (f"it would hold no student; the existing file, with {len(lines)} student "
+                "line(s), was kept")
+    if not allow_missing:
+        return "it would hold no student (nobody matched the roster); not written"
+    return None

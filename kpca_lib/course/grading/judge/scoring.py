@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from .dependencies import references
+from .dependencies import top_binds
 from .evaluate import CheckResult, decode_payload, make_inputs, run_checks
+from .method import grader_names, unverifiable
 from .notebooks import GradingNotebook, Solution
 from .plain import loads
 from .questions import Question
@@ -116,28 +119,47 @@ def score_questions(solution: Solution, built: GradingNotebook | None, answers: 
                                    why if k == 0 else "(the same stop as above: nothing could be checked)",
                                    r.hidden)
                        for k, r in enumerate(results)]
+        if built is not None and qid in built.exports:
+            results = [_name_defined_later(r, built, built.exports[qid]) for r in results]
         checks.extend(results)
         scores[qid] = float(sum(r.score for r in results))
     return checks, scores
 
 
+_NAME_ERROR = re.compile(r"NameError: name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
+
+
+def defined_later(built: GradingNotebook, cell: int, name: str) -> str:
+    """`` `name` is defined in code cell 9 (`def helper(K):`), below ...``: the first cell after
+    ``cell`` that the student wrote and that binds ``name``; ``""`` when none does."""
+    for j in range(cell + 1, len(built.kinds)):
+        if built.kinds[j] in ("answer", "student") and name in (top_binds(built.nb.cells[j].source) or ()):
+            return (f" `{name}` is defined in {built.labels[j]}, below the cell that needs it: the grader runs "
+                    "the cells in order, as Restart & Run All does, so move that definition above it.")
+    return ""
+
+
+def _name_defined_later(result: CheckResult, built: GradingNotebook, export: int) -> CheckResult:
+    """A failed check whose message is a NameError for a name a later cell defines says which cell."""
+    found = None if result.passed else _NAME_ERROR.search(result.message)
+    later = defined_later(built, export, found.group(1)) if found else ""
+    return replace(result, message=result.message.rstrip() + later) if later else result
+
+
 def forbidden_mentions(question: Question, payload: Any, built: GradingNotebook | None) -> str:
-    """Why none of the question's checks count, when its cells mention a name the question
-    forbids that its probe did not see called (a profiler switched off, a branch not taken);
-    ``""`` otherwise. Read from the submitted source on this side, never from the kernel."""
+    """Why none of the question's checks count under its method rule (``forbid``), ``""`` if
+    they do: read from the submitted source on this side (:func:`.method.unverifiable`, every
+    cell the student wrote before the question's check cell). The kernel's own report of a
+    forbidden call (``payload["__forbidden__"]``) only keeps the honest slip's partial credit
+    when no cell could have forged it."""
     if not question.forbid or built is None:
         return ""
+    end = built.exports.get(question.id, len(built.kinds))
+    mine = [c for c, kind in enumerate(built.kinds[:end]) if kind in ("answer", "student")]
+    theirs = [built.nb.cells[c].source for c in sorted(set(range(end)) - set(mine))]
     seen = payload.get("__forbidden__") if isinstance(payload, dict) else None
-    if isinstance(seen, list) and seen:
-        return ""  # the probe reported the calls: the values computed through them are errors already
-    found: set[str] = set()
-    for cell, kind in enumerate(built.kinds):
-        if kind in ("answer", "student") and built.owners[cell] == question.id:
-            found |= references(built.nb.cells[cell].source, frozenset(question.forbid))
-    if not found:
-        return ""
-    return (f"your cells for this question use {', '.join(sorted(found))}, which the question asks "
-            "you not to call: the answer has to be your own code, so none of its checks count.")
+    return unverifiable(question.forbid, [(built.labels[c], built.nb.cells[c].source) for c in mine],
+                        reported=isinstance(seen, list) and bool(seen), grader=grader_names(theirs))
 
 
 def explain(built: GradingNotebook, errors: Mapping[int, tuple[str, str, str]], skip: set[int],
@@ -180,6 +202,9 @@ def _raised(built: GradingNotebook, cell: int, error: tuple[str, str, str], qid:
     kind = built.kinds[cell]
     where = f"{label}, where the grader checks {qid}," if kind == "export" else label
     text = f"{where} raised {ename}" + (f": {evalue}" if evalue else "")
+    found = _NAME_ERROR.search(f"{ename}: {evalue}") if ename == "NameError" else None
+    if found:
+        text += defined_later(built, cell, found.group(1)).rstrip(".")
     if kind in ("setup", "demo"):
         text += " (a cell of the assignment: did a cell above it change a name it uses?)"
     return text

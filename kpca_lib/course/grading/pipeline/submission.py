@@ -234,7 +234,7 @@ def _one_round(pending: list[Submission], work: Path, config: GradeConfig, runne
 
     try:
         runner(runs, work, timeout=config.timeout, memory_mb=config.memory_mb, jobs=config.jobs,
-               sandbox=config.sandbox, on_done=done)
+               sandbox=config.sandbox, on_done=done, notebook_timeout=config.notebook_timeout)
     except Exception as exc:
         for sub in by_run.values():
             if not sub.finished and not sub.resume:

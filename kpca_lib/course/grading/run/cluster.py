@@ -154,7 +154,8 @@ def run_remote(payload: dict[str, Any]) -> dict[str, Any]:
             fh.write(payload["config"])
         run = Run(folder / "submission.ipynb", n_cells=int(payload["n_cells"]))
         run_all([run], base, timeout=float(payload["timeout"]), memory_mb=int(payload["memory_mb"]),
-                jobs=1, sandbox=str(payload["sandbox"]))
+                jobs=1, sandbox=str(payload["sandbox"]),
+                notebook_timeout=payload.get("notebook_timeout"))
         return {"cells": run.cells, "exports": run.exports, "finished": run.finished,
                 "note": run.note, "seconds": run.seconds}
     finally:
@@ -194,7 +195,8 @@ class ClusterRunner:
 
     def run_all(self, runs: list[Run], workdir: Path, *, timeout: float, memory_mb: int,
                 jobs: int = 1, sandbox: str = "bwrap",
-                on_done: Callable[[Run], None] | None = None) -> None:
+                on_done: Callable[[Run], None] | None = None,
+                notebook_timeout: float | None = None) -> None:
         """Run every notebook, one task each; ``on_done(run)`` once per run, as they finish,
         never concurrently. A run whose task failed gets ``note`` and no ``on_done``.
         ``jobs`` is ignored: the cluster's worker threads decide the parallelism."""
@@ -208,7 +210,7 @@ class ClusterRunner:
                 "notebook": run.notebook.read_text(encoding="utf-8"),
                 "config": (run.notebook.parent / "config.json").read_text(encoding="utf-8"),
                 "n_cells": run.n_cells, "timeout": timeout, "memory_mb": memory_mb,
-                "sandbox": sandbox, "digest": digest,
+                "sandbox": sandbox, "digest": digest, "notebook_timeout": notebook_timeout,
             }
             future = self.client.submit(self.task, payload, key=f"kpca-run-{secrets.token_hex(12)}",
                                         pure=False, retries=self.retries)

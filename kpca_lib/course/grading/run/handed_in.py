@@ -23,9 +23,14 @@ from typing import Any
 
 from ..text import visible
 
-__all__ = ["NotHandedIn", "open_handed_in", "link_counts", "read_submission", "MAX_SUBMISSION_BYTES"]
+__all__ = ["NotHandedIn", "open_handed_in", "link_counts", "read_submission", "MAX_SUBMISSION_BYTES",
+           "MAX_CELLS"]
 
 MAX_SUBMISSION_BYTES = 20_000_000
+#: Cells a handed-in notebook may have (the assignment's own are about 40): past it the row is
+#: ``invalid`` before anything runs. With the whole-notebook wall clock (``--notebook-timeout``,
+#: :mod:`.report_plugin`) it bounds a notebook of many cheap cells.
+MAX_CELLS = 2000
 
 
 class NotHandedIn(ValueError):
@@ -169,6 +174,9 @@ def read_submission(path: Path, assignment: str, *, root: Path | None = None,
             return None, (f"this is an nbformat {old if isinstance(old, int) else 3} notebook (an "
                           "old format); open and save it in JupyterLab to convert it to nbformat 4.")
         return None, "the file is JSON but not a Jupyter notebook (no list of cells)."
+    if len(nb["cells"]) > MAX_CELLS:
+        return None, (f"the notebook has {len(nb['cells'])} cells, more than the {MAX_CELLS} the "
+                      "grader runs; merge or delete cells and submit again.")
     version = nb.get("nbformat")
     if not isinstance(version, int) or isinstance(version, bool) or version < 4:
         shown = version if isinstance(version, int) else "unknown"

@@ -40,7 +40,10 @@ def classify(run: Run) -> tuple[str, int | None, str]:
             return "crashed", cell, "the kernel did not start"
         found = _stopped(out.facts or {}, out.alive, re.sub(r"\x1b\[[0-9;]*m", "", out.text))
         if found is not None:
-            return found[0], cell, found[1]
+            # The whole notebook's clock: no cell is to blame and none is run again (the
+            # answers exported before it stand; the questions after it score 0).
+            whole = (out.facts or {}).get("killed") == "notebook"
+            return found[0], None if whole else cell, found[1]
     if not run.finished:
         return "crashed", None, run.note or "the notebook run did not finish"
     return "graded", None, ""
@@ -67,12 +70,20 @@ def _stopped(facts: dict[str, Any], alive: bool | None, text: str) -> tuple[str,
         # No cgroup: the trusted side saw a process's VmPeak reach its RLIMIT_AS.
         return "crashed", "it ran out of memory (a process reached the memory limit)"
     if facts.get("killed") == "memory":  # no cgroup: the grader's watchdog summed them
+        sockets = facts.get("socket_mb")
+        kernel = (f", {sockets} MB of it kernel memory in socket buffers" if isinstance(sockets, int)
+                  and not isinstance(sockets, bool) else "")
         return "crashed", ("it ran out of memory (its processes together held more than the "
-                           "memory limit)")
+                           f"memory limit{kernel})")
     if facts.get("killed") == "output":
         return "crashed", "it produced more output than the grader reads"
     if facts.get("pids_refused", 0) > 0:
         return "crashed", "it started more processes than allowed"
+    if facts.get("killed") == "notebook":
+        limit = facts.get("notebook_limit")
+        value = f" of {limit:g} s" if isinstance(limit, (int, float)) else ""
+        return "timeout", (f"it ran past the time limit{value} for the whole notebook (the grader "
+                           "stopped it there; the questions checked before keep their points)")
     if facts.get("killed") == "wallclock":
         return "timeout", "it ran past the time limit (the grader stopped it)"
     if facts.get("nbval_timeout") and "exceeded waiting for output" in text:
@@ -86,6 +97,8 @@ def _stopped(facts: dict[str, Any], alive: bool | None, text: str) -> tuple[str,
 
 def limit_words(message: str, timeout: float, memory_mb: int) -> str:
     """The limit a stopped cell ran into, with its value."""
+    if "whole notebook" in message:  # carries its own value
+        return message
     if "time limit" in message:
         return f"it ran past the time limit of {timeout:g} s per cell"
     if "the memory limit" in message:

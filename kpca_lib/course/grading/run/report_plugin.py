@@ -13,8 +13,10 @@ It does four things:
    :data:`OUTPUT_BUDGET` bytes of messages on every channel and :data:`CONTAINER_BUDGET`
    JSON containers, counted before a message is decoded; past either the sandbox is
    killed. (The worker's own memory and time are bounded by the runner.)
-3. **Enforces the wall clock**: a watchdog kills the whole sandbox when a cell runs
-   ``timeout + GRACE`` seconds, whatever the cell does with SIGINT. Without a memory
+3. **Enforces the wall clocks**: a watchdog kills the whole sandbox when a cell runs
+   ``timeout + GRACE`` seconds, whatever the cell does with SIGINT, and when the notebook
+   has run ``$KPCA_NOTEBOOK_TIMEOUT`` seconds since its kernel started (the later cells then
+   fail at once: their kernel is dead). Without a memory
    cgroup it also sums the resident memory of the sandbox's processes every
    :data:`MEMORY_POLL` seconds and kills the sandbox past the budget (each process's
    ``RLIMIT_AS`` cannot bound a sum).
@@ -42,6 +44,7 @@ from typing import Any
 import pytest
 
 from . import sandbox as sb
+from . import sockmem
 
 __all__ = ["EXPORT_MIME", "OUTPUT_BUDGET", "MAX_MESSAGE", "GRACE"]
 
@@ -56,6 +59,8 @@ GRACE = 10.0
 _FILE = os.environ.get("KPCA_REPORT_FILE")
 _TIMEOUT = float(os.environ.get("KPCA_CELL_TIMEOUT", "30"))
 _MODE = os.environ.get("KPCA_SANDBOX", "bwrap")
+#: Seconds a whole notebook may run, from its kernel's start (0: no such limit).
+_NOTEBOOK = float(os.environ.get("KPCA_NOTEBOOK_TIMEOUT", "0") or 0)
 
 
 def _write(record: dict[str, Any]) -> None:
@@ -78,12 +83,18 @@ class _Box:
         self.cgroups: dict[str, str] = {}
         self.km: Any = None
         self.ctx: Any = None
-        self.killed: str | None = None  # "wallclock", "output" or "memory", set by us only
+        #: "wallclock", "notebook", "output" or "memory", set by us only
+        self.killed: str | None = None
+        self.started = time.monotonic()  # the kernel's start: the notebook's clock
         self.output = 0  # bytes of every message the kernel sent (all channels)
         self.containers = 0  # JSON containers in those messages
         self.exported = 0
         self.lock = threading.Lock()
         self.fds: list[int] = []  # the kernel's sockets, pinned (see _pin_sockets)
+        #: The sandbox's network namespace (an fd), where its sockets' memory is read
+        #: (see :mod:`.sockmem`); None with ``--sandbox none``.
+        self.netns: int | None = None
+        self.socket_mb = 0.0  # the most kernel memory its sockets held at one look (MB)
         self.enames: list[str] = []  # exception names of the current cell's error messages
         self.evalues: list[str] = []  # and their messages (shown to the student, as text)
 
@@ -119,6 +130,11 @@ class _Box:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self.fds.clear()
+            if self.netns is not None:
+                sockmem.forget(self.netns)
+                with contextlib.suppress(OSError):
+                    os.close(self.netns)
+                self.netns = None
 
 
 _BOXES: dict[str, _Box] = {}  # notebook folder -> box
@@ -135,6 +151,8 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
     _write({"folder": str(folder), "when": "start"})  # this notebook's clock starts
     box = _Box(folder)
     _BOXES[str(folder)] = box
+    if _NOTEBOOK > 0:  # the notebook's clock runs while its kernel starts, too
+        _start_dog().arm(box, _NOTEBOOK, "notebook")
     box.cgroups = sb.create_cgroups(f"kpca-{folder.name}", box.limits)
     spec = dict(box.spec)
     spec["cgroups"] = box.cgroups
@@ -151,6 +169,8 @@ def _start_new_kernel(startup_timeout: float = 60, kernel_name: str = "python", 
         async def _async_post_start_kernel(self, **kw: Any) -> None:
             if sandboxed:  # reach the sockets through the sandbox's own root
                 pid = _child_pid(folder, self, startup_timeout)
+                with contextlib.suppress(OSError):
+                    box.netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
                 self.ip = f"/proc/{pid}/root{sb.INSIDE_IPC}"
             _await_sockets(self, startup_timeout)
             if sandboxed:
@@ -421,13 +441,18 @@ class KernelDied(RuntimeError):
 # --------------------------------------------------------------------------- watchdog
 class _Watchdog:
     def __init__(self) -> None:
-        self.armed: tuple[float, _Box] | None = None
+        self.armed: tuple[float, _Box, str] | None = None
         self.cv = threading.Condition()
         threading.Thread(target=self._loop, daemon=True, name="kpca-watchdog").start()
 
-    def arm(self, box: _Box, seconds: float) -> None:
+    def arm(self, box: _Box, seconds: float, why: str = "wallclock") -> None:
+        """Kill ``box`` in ``seconds`` (``why`` recorded), or when its notebook's own time is
+        up, whichever comes first."""
+        deadline = time.monotonic() + seconds
+        if _NOTEBOOK > 0 and box.started + _NOTEBOOK < deadline:
+            deadline, why = box.started + _NOTEBOOK, "notebook"
         with self.cv:
-            self.armed = (time.monotonic() + seconds, box)
+            self.armed = (deadline, box, why)
             self.cv.notify()
 
     def disarm(self) -> None:
@@ -440,7 +465,7 @@ class _Watchdog:
                 if self.armed is None:
                     self.cv.wait()
                     continue
-                deadline, box = self.armed
+                deadline, box, why = self.armed
                 left = deadline - time.monotonic()
                 if left > 0:
                     self.cv.wait(min(left, MEMORY_POLL))
@@ -449,13 +474,26 @@ class _Watchdog:
                     self.armed = None
                     expired = True
             if expired:
-                box.kill("wallclock")
-            elif "memory" not in box.cgroups and _held_mb(box) > box.limits.address_space_mb(False):
+                box.kill(why)
+            elif "memory" not in box.cgroups and _held_mb(box) + _socket_mb(box) \
+                    > box.limits.address_space_mb(False):
                 box.kill("memory")
 
 
 #: Seconds between two looks at a sandbox's memory when no cgroup counts it.
 MEMORY_POLL = 0.25
+
+
+def _socket_mb(box: _Box) -> float:
+    """Kernel memory (MB) in the buffers of the sandbox's sockets (Unix, TCP, UDP), which no
+    process's ``Pss`` shows and ``RLIMIT_AS`` does not bound; read through ``sock_diag`` in
+    the sandbox's own network namespace (every socket it can make lives there). 0 when it
+    cannot be read (see :func:`.sockmem.measurable`)."""
+    if box.netns is None:
+        return 0.0
+    mb = sockmem.socket_bytes(box.netns) / (1024 * 1024)
+    box.socket_mb = max(box.socket_mb, mb)
+    return mb
 
 
 def _held_mb(box: _Box) -> float:
@@ -466,12 +504,20 @@ def _held_mb(box: _Box) -> float:
 
 
 _DOG: _Watchdog | None = None
+
+
+def _start_dog() -> _Watchdog:
+    global _DOG
+    if _DOG is None:
+        _DOG = _Watchdog()
+    return _DOG
+
+
 _BEFORE: dict[int, tuple[dict[str, int], bool, str | None]] = {}
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: Any) -> Any:
-    global _DOG
     box = _box_of(item)
     parent = getattr(item, "parent", None)
     if box is not None:
@@ -479,9 +525,7 @@ def pytest_runtest_call(item: Any) -> Any:
         _write({"file": str(getattr(item, "fspath", "")), "begin": getattr(item, "cell_num", None)})
         _BEFORE[id(item)] = (sb.cgroup_facts(box.cgroups), bool(getattr(parent, "timed_out", False)),
                              box.killed, 0.0 if "memory" in box.cgroups else _vm_peak_mb(box))
-        if _DOG is None:
-            _DOG = _Watchdog()
-        _DOG.arm(box, _TIMEOUT + GRACE)
+        _start_dog().arm(box, _TIMEOUT + GRACE)
     try:
         yield
     finally:
@@ -539,6 +583,10 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         facts = {k: after[k] - before.get(k, 0) for k in after}
         facts["address_space_hit"] = _address_space_hit(box, peak_before)
         facts["killed"] = box.killed if box.killed != killed_before else None
+        if facts["killed"] == "memory" and box.socket_mb >= 1:
+            facts["socket_mb"] = round(box.socket_mb)
+        if facts["killed"] == "notebook":
+            facts["notebook_limit"] = _NOTEBOOK
         facts["nbval_timeout"] = bool(getattr(parent, "timed_out", False)) and not timed_out_before
         # The exception's type as the kernel reported it (not a line of text it printed).
         facts["ename"] = box.enames[-1] if box.enames else None

@@ -50,6 +50,19 @@ POLL = 0.2  # seconds between two reads of a worker's report (runs are delivered
 #: a kernel's start: STARTUP) before the runner kills it as stuck.
 WORKER_MEMORY_MB = 3072
 STALL_SLACK = 20.0
+#: Held while a worker is forked and while ``on_done`` runs (the judge, in a worker thread):
+#: OpenBLAS shuts its thread pool down at every fork, and a BLAS call running in another
+#: thread at that moment then waits forever for threads that are gone (seen once: the judge's
+#: ``eigh`` spinning in ``exec_blas`` for 20 minutes while a neighbour's worker started).
+FORK_LOCK = threading.Lock()
+#: The whole notebook's wall clock when none is given: this many times the per-cell limit.
+NOTEBOOK_FACTOR = 10
+
+
+def notebook_limit(timeout: float, notebook_timeout: float | None = None) -> float:
+    """Seconds one notebook (one attempt) may run from its kernel's start: ``notebook_timeout``,
+    else :data:`NOTEBOOK_FACTOR` times the per-cell ``timeout``."""
+    return float(notebook_timeout) if notebook_timeout else NOTEBOOK_FACTOR * float(timeout)
 
 
 @dataclass
@@ -98,7 +111,8 @@ def worker_command(notebooks: list[Path], rootdir: Path, timeout: float) -> list
     ]
 
 
-def _worker_env(report: Path, timeout: float, sandbox: str) -> dict[str, str]:
+def _worker_env(report: Path, timeout: float, sandbox: str,
+                notebook: float | None = None) -> dict[str, str]:
     """The worker's environment (trusted, but it needs nothing of the grader's: no secret)."""
     keep = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "OPENBLAS_CORETYPE",
             "OPENBLAS_L2_SIZE")
@@ -107,6 +121,7 @@ def _worker_env(report: Path, timeout: float, sandbox: str) -> dict[str, str]:
         "KPCA_REPORT_FILE": str(report),
         "KPCA_CELL_TIMEOUT": f"{timeout:g}",
         "KPCA_SANDBOX": sandbox,
+        "KPCA_NOTEBOOK_TIMEOUT": f"{notebook_limit(timeout, notebook):g}",
         "HOME": str(report.parent),
         "JUPYTER_PLATFORM_DIRS": "1",
         "JUPYTER_RUNTIME_DIR": str(report.parent / "runtime"),
@@ -226,7 +241,7 @@ class _Report:
 
 def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits, sandbox: str,
                deliver: Callable[[Run], None] | None = None,
-               delivered: set[int] | None = None) -> None:
+               delivered: set[int] | None = None, notebook: float | None = None) -> None:
     """Run ``runs`` in one worker; ``deliver(run)`` each run as soon as it is over and
     finished (the worker went on to the next notebook), adding ``id(run)`` to
     ``delivered`` first. The other runs are left to the caller."""
@@ -239,7 +254,9 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits
     (workdir / "pytest.ini").write_text("[pytest]\n")
     (workdir / "runtime").mkdir(mode=0o700, exist_ok=True)
     cmd = worker_command([r.notebook for r in runs], workdir, timeout)
-    budget = sum(STARTUP + r.n_cells * (timeout + GRACE + 10.0) for r in runs) + 60.0
+    whole = notebook_limit(timeout, notebook) + GRACE + 10.0  # then its cells fail at once
+    budget = sum(STARTUP + min(r.n_cells * (timeout + GRACE + 10.0), whole + r.n_cells)
+                 for r in runs) + 60.0
     reader = _Report(report, runs)
     delivered = set() if delivered is None else delivered
 
@@ -251,11 +268,13 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits
                 delivered.add(id(r))
                 deliver(r)
 
-    proc = subprocess.Popen(
-        cmd, cwd=workdir, env=_worker_env(report, timeout, sandbox), stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=_worker_preexec,
-    )
+    with FORK_LOCK:  # never while another thread judges (OpenBLAS stops its threads at fork)
+        proc = subprocess.Popen(
+            cmd, cwd=workdir, env=_worker_env(report, timeout, sandbox, notebook),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_worker_preexec,
+        )
     try:
         deadline = time.monotonic() + budget
         while True:
@@ -288,6 +307,32 @@ def _run_chunk(runs: list[Run], workdir: Path, timeout: float, limits: sb.Limits
             r.finished = len(r.cells) >= r.n_cells
 
 
+#: Said once per batch when kernel memory is not bounded per sandbox (see
+#: :func:`kernel_memory_bounded`).
+KERNEL_MEMORY_WARNING = (
+    "warning: no memory cgroup, and this grader may not read its sandboxes' socket memory (it "
+    "is not root): the kernel memory a submission holds (socket buffers, pipes) is not bounded "
+    "per submission, so the submissions are graded one at a time (--jobs 1). Grade as root, or "
+    "with a memory cgroup (docs/security.md), to grade them in parallel.")
+
+
+def kernel_memory_bounded(sandbox: str) -> bool:
+    """Whether a sandbox's kernel memory is bounded: a memory cgroup counts it, or the
+    watchdog reads its sockets' memory (:mod:`.sockmem`; root). ``--sandbox none`` runs
+    trusted submissions only and is not held to it."""
+    from . import sockmem
+
+    return sandbox != "bwrap" or "memory" in sb.cgroup_roots() or sockmem.measurable()
+
+
+def _bounded_jobs(jobs: int, sandbox: str) -> int:
+    """``jobs``, or 1 (said on stderr) where kernel memory is not bounded per sandbox."""
+    if jobs > 1 and not kernel_memory_bounded(sandbox):
+        print(KERNEL_MEMORY_WARNING, file=sys.stderr, flush=True)
+        return 1
+    return jobs
+
+
 def run_all(
     runs: list[Run],
     workdir: Path,
@@ -297,8 +342,11 @@ def run_all(
     jobs: int,
     sandbox: str = "bwrap",
     on_done: Callable[[Run], None] | None = None,
+    notebook_timeout: float | None = None,
 ) -> None:
     """Run every notebook; ``jobs`` workers at a time, each over chunks of notebooks.
+
+    ``notebook_timeout``: seconds a whole notebook may run (see :func:`notebook_limit`).
 
     ``on_done(run)`` is called once per run, from worker threads but never concurrently,
     as soon as the run is over (while its worker goes on with the next notebooks of its
@@ -308,6 +356,7 @@ def run_all(
         raise ValueError(f"sandbox must be one of {sb.MODES}, got {sandbox!r}.")
     limits = sb.Limits.for_memory(int(memory_mb))
     sb.sweep_stale_cgroups()
+    jobs = _bounded_jobs(jobs, sandbox)
     pending: queue.Queue[list[Run]] = queue.Queue()
     size = max(1, min(CHUNK, -(-len(runs) // max(1, jobs))))
     for i in range(0, len(runs), size):
@@ -317,7 +366,7 @@ def run_all(
 
     def deliver(r: Run) -> None:
         if on_done is not None:
-            with lock:
+            with lock, FORK_LOCK:
                 try:
                     on_done(r)
                 except BaseException as exc:  # noqa: BLE001 - reported after join
@@ -336,7 +385,8 @@ def run_all(
             failed = False
             delivered: set[int] = set()
             try:
-                _run_chunk(chunk, chunk_dir, timeout, limits, sandbox, deliver, delivered)
+                _run_chunk(chunk, chunk_dir, timeout, limits, sandbox, deliver, delivered,
+                           notebook_timeout)
             except Exception as exc:  # e.g. ENOSPC in the scratch: those runs did not finish
                 failed = True
                 for r in chunk:

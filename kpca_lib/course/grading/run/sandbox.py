@@ -644,8 +644,13 @@ def _bwrap_argv(exe: str, limits: Limits, *, config: int | None, connection: int
     # /proc/keys would list that user's key descriptions (payloads need keyctl: filtered).
     for keys in ("keys", "key-users"):
         argv += ["--ro-bind-try", "/dev/null", f"/proc/{keys}"]
+    # Host-wide file-system counters and locks (docs/security.md, "a sandbox observes nothing
+    # another sandbox does"): /proc/sys/fs counts every open file, inode, dentry and AIO
+    # context of the host (aio-nr, file-nr, inode-nr...), /proc/locks lists every lock.
+    argv += ["--ro-bind-try", "/dev/null", "/proc/locks",
+             "--size", "4096", "--perms", "0555", "--tmpfs", "/proc/sys/fs"]
     # Nothing in /proc is written: not root's sysctls, not even /proc/self/mem.
-    argv += ["--remount-ro", "/proc"]
+    argv += ["--remount-ro", "/proc", "--remount-ro", "/proc/sys/fs"]
     argv += ["--dir", INSIDE_HOME, "--dir", os.path.dirname(INSIDE_IPC)]
     if config is not None:
         argv += ["--ro-bind-data", str(config), INSIDE_CONFIG]
@@ -765,8 +770,20 @@ def _set_limits(limits: Limits, cgroups: dict[str, Any], *, spec_uid: int | None
         return
     if "pids" in cgroups:
         return
-    n = limits.pids + sum(1 for p in os.listdir("/proc") if p.isdigit())
+    n = limits.pids + _threads()  # RLIMIT_NPROC counts the uid's threads, not its processes
     resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+
+
+def _threads() -> int:
+    """Threads on the host (what ``RLIMIT_NPROC`` counts, per uid; all of them: an upper bound)."""
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                n += len(os.listdir(f"/proc/{p}/task"))
+            except OSError:
+                pass
+    return n
 
 
 def launch(connection_file: str) -> None:

@@ -25,11 +25,13 @@ from typing import NamedTuple
 __all__ = ["DENIED", "Denial", "filter_unavailable", "number", "program", "skipped",
            "write_program"]
 
-#: A libseccomp argument comparison, one rule each: (argument index, operator, datum_a,
-#: datum_b) with the operator's name in pyseccomp (``EQ``, ``GE``, ``MASKED_EQ``). A call
-#: is denied when ANY of its comparisons holds (libseccomp refuses two comparisons of one
-#: argument in a single rule).
+#: A libseccomp argument comparison: (argument index, operator, datum_a, datum_b) with the
+#: operator's name in pyseccomp (``EQ``, ``GE``, ``MASKED_EQ``). A :class:`Denial`'s ``when``
+#: holds rules, each a comparison or a tuple of comparisons of *different* arguments that
+#: must ALL hold; a call is denied when ANY rule holds (libseccomp refuses two comparisons
+#: of one argument in a single rule).
 Cmp = tuple[int, str, int, int]
+Rule = Cmp | tuple[Cmp, ...]
 
 _CLONE_NEW = {  # the namespace flags clone(2) accepts (CLONE_NEWTIME only fits clone3/unshare)
     "CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
@@ -39,6 +41,19 @@ _CLONE_NEW = {  # the namespace flags clone(2) accepts (CLONE_NEWTIME only fits 
 #: Socket families a kernel needs: ZMQ's ipc and tcp sockets, and netlink (getaddrinfo,
 #: interface listings). Every other family is refused, so none autoloads a kernel module.
 ALLOWED_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10, "AF_NETLINK": 16}
+
+
+#: fcntl(2) commands that create state on an inode or a file, visible to every process that
+#: opens the same file: POSIX and open-file-description record locks, leases, directory
+#: notifications (dnotify). Every sandbox binds the same read-only installation, so a lock
+#: on ``kpca_lib/__init__.py`` is seen by a sandbox graded at the same time.
+_FCNTL_INODE_STATE = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36,
+                      "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38, "F_SETLEASE": 1024,
+                      "F_NOTIFY": 1026}
+_F_SETPIPE_SZ = 1031
+#: setsockopt(2) options that raise a socket's buffers above the host's defaults (SOL_SOCKET).
+_SOL_SOCKET = 1
+_SOCKET_BUFFERS = {"SO_SNDBUF": 7, "SO_RCVBUF": 8, "SO_SNDBUFFORCE": 32, "SO_RCVBUFFORCE": 33}
 
 
 def _any_flag(flags: dict[str, int]) -> tuple[Cmp, ...]:
@@ -67,11 +82,11 @@ class Denial(NamedTuple):
     syscalls: tuple[str, ...]
     errno: int
     why: str
-    #: One comparison per rule; empty: the call is always denied.
-    when: tuple[Cmp, ...] = ()
+    #: The rules (see :data:`Rule`); empty: the call is always denied.
+    when: tuple[Rule, ...] = ()
 
 
-_EPERM, _ENOSYS, _EAFNOSUPPORT = errno.EPERM, errno.ENOSYS, errno.EAFNOSUPPORT
+_EPERM, _ENOSYS, _EAFNOSUPPORT, _ENOLCK = errno.EPERM, errno.ENOSYS, errno.EAFNOSUPPORT, errno.ENOLCK
 
 #: What the filter denies, group by group. Everything else is allowed.
 DENIED: tuple[Denial, ...] = (
@@ -111,6 +126,35 @@ DENIED: tuple[Denial, ...] = (
            "families other than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (raw packets, "
            "crypto, Bluetooth, ...) reach kernel code and modules a notebook never needs",
            _family_not_allowed()),
+    # A sandbox observes nothing another sandbox does (docs/security.md): every sandbox binds
+    # the same installation, so state kept per inode or per host crosses between two
+    # submissions graded at the same time. None of it is ever needed by a notebook.
+    Denial(("flock",), _ENOLCK,
+           "flock(2) locks belong to the inode: two sandboxes share the installation's inodes, so "
+           "one could signal the other (ENOLCK: 'no locks available', as on some NFS mounts)"),
+    Denial(("fcntl",), _ENOLCK,
+           "record locks (POSIX and OFD), leases and dnotify (F_NOTIFY) belong to the inode, "
+           "like flock; every other fcntl command stays allowed",
+           tuple((1, "EQ", cmd, 0) for cmd in _FCNTL_INODE_STATE.values())),
+    Denial(("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init",
+            "fanotify_mark"), _ENOSYS,
+           "file watches see every open and read of a shared file, by any process of the host "
+           "(what another kernel imports, and when); instances are a per-user, host-wide count. "
+           "ENOSYS: libraries fall back to polling"),
+    Denial(("io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel",
+            "io_destroy"), _ENOSYS,
+           "Linux AIO contexts are counted host-wide (/proc/sys/fs/aio-nr against aio-max-nr): one "
+           "sandbox could exhaust them for the whole host, and the count is a channel. ENOSYS: "
+           "libraries fall back to threads"),
+    Denial(("fcntl",), _EPERM,
+           "F_SETPIPE_SZ: a pipe larger than the default is kernel memory that no limit of the "
+           "sandbox counts", ((1, "EQ", _F_SETPIPE_SZ, 0),)),
+    Denial(("setsockopt",), _EPERM,
+           "SO_SNDBUF, SO_RCVBUF and their FORCE forms: socket buffers above the host's defaults "
+           "are kernel memory (the grader counts the sandbox's socket memory, "
+           "run.report_plugin)",
+           tuple(((1, "EQ", _SOL_SOCKET, 0), (2, "EQ", opt, 0))
+                 for opt in _SOCKET_BUFFERS.values())),
 )
 
 
@@ -138,10 +182,11 @@ def _compile() -> _Compiled:
                 continue
             if not denial.when:
                 flt.add_rule(action, nr)
-            for arg, op, a, b in denial.when:
-                if name == "clone":
-                    arg = clone_flags_arg
-                flt.add_rule(action, nr, sc.Arg(arg, getattr(sc, op), a, b))
+            for rule in denial.when:
+                cmps = rule if isinstance(rule[0], tuple) else (rule,)
+                args = [sc.Arg(clone_flags_arg if name == "clone" else arg, getattr(sc, op), a, b)
+                        for arg, op, a, b in cmps]  # type: ignore[misc]
+                flt.add_rule(action, nr, *args)
     with tempfile.TemporaryFile() as fh:
         flt.export_bpf(fh)
         fh.seek(0)
