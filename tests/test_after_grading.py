@@ -194,9 +194,15 @@ def test_after_grading_end_to_end(tmp_path, capsys):
     assert regraded["alice/01_feature_maps"]["q2_feature_count"] == "3"  # and the by-hand grade
 
     # 4. Export: a plain CSV with ids, Canvas and Moodle; the missing and extra students listed.
+    # dave has no roster entry and erin no submission: written, listed, and exit 4 ...
     assert cli("export", "--out", str(out), "--format", "all", "--archives",
-               "--canvas-column", "Homework 1 (4242)") == 0
+               "--canvas-column", "Homework 1 (4242)") == 4
+    assert "exit 4" in capsys.readouterr().err
+    # ... unless that is intended
+    assert cli("export", "--out", str(out), "--format", "all", "--archives",
+               "--canvas-column", "Homework 1 (4242)", "--allow-missing") == 0
     captured = capsys.readouterr()
+    assert captured.out.startswith("wrote ")  # what was written comes first
     assert "1 submission(s) with no roster entry" in captured.err and "dave/" in captured.err
     assert "1 student(s) of the roster with no submission" in captured.err and "'erin'" in captured.err
     plain = list(csv.DictReader(io.StringIO((out / "export" / "grades-with-ids.csv").read_text())))

@@ -783,7 +783,7 @@ def test_summary_files_follow_the_gradebook_guard(tmp_path, capsys):
     out = tmp_path / "out"
     assert grade(out, [garbage(tmp_path / "a.ipynb")]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        gb.MARKER, "feedback", "grades.csv", "grades.json", "students", "summary.md",
+        gb.MARKER, "feedback", "grades.csv", "grades.json", gb.SEAL, "students", "summary.md",
         "summary.png"]
     first = (out / "summary.md").read_text(encoding="utf-8")
     assert "**1 submission**: 0 graded, 0 timeout, 0 crashed, 1 invalid." in first
@@ -841,3 +841,22 @@ def test_hand_back_trees_follow_the_gradebook_guard(tmp_path):
             b.write_tree("feedback", {("a", "b"): b"x"})
     assert (victim / "keep.html").read_text() == "precious"
     assert sorted(p.name for p in victim.iterdir()) == ["keep.html"]
+
+
+def test_an_edited_grades_json_is_named_when_read_back(tmp_path, capsys):
+    """grades.json is sealed under the grading secret: an edit (or another secret) is named
+    by every command that reads it back, never used silently."""
+    out = tmp_path / "out"
+    assert grade(out, [garbage(tmp_path / "a.ipynb")]) == 0
+    capsys.readouterr()
+    assert grade(out, [garbage(tmp_path / "b.ipynb")], "--merge") == 0
+    assert "changed outside kpca-course" not in capsys.readouterr().err
+    book = json.loads((out / "grades.json").read_text())
+    book["submissions"][0]["messages"].append("edited by hand")
+    (out / "grades.json").write_text(json.dumps(book))
+    assert grade(out, [garbage(tmp_path / "c.ipynb")], "--merge") == 0
+    err = capsys.readouterr().err
+    assert "grades.json was changed outside kpca-course" in err and "does not match" in err
+    (out / gb.SEAL).unlink()
+    with new_book(out, "merge") as opened:
+        assert any("signature is missing" in w for w in opened.warnings)

@@ -17,8 +17,15 @@ Exit codes of ``release --student-edition`` and ``scan``: 0 written / nothing fo
 leak scan found something (the edition is left for inspection and, with ``--git``, not
 committed); 2 nothing was written or scanned (a folder that is not a student edition...).
 
-Exit codes of ``export``: 0 written (rows left out of a file are listed); 2 nothing was
-written (not a gradebook, a bad policy, adjustments or roster); 3 a file could not be written.
+Exit codes of ``export``: 0 written, every row and roster student in every LMS file (or
+``--allow-missing``); 2 nothing was written (not a gradebook, a bad policy, adjustments or
+roster, a roster that matches no row); 3 a file could not be written; 4 written, but rows or
+roster students are left out of an LMS file (listed); 5 an LMS file would hold no student and
+was not written (an existing file with students is never replaced by an empty one).
+
+Exit codes of ``collect``: 0 every file of the download was taken; 1 collected, but some
+files were not (listed: unmatched ids, not notebooks, older files, kept files that differ);
+2 nothing was collected (bad arguments, download, roster or ``--out``).
 
 Exit codes of ``grade``: 0 every submission has a row; 1 some rows are ``crashed`` by the
 grader's fault (e.g. a full disk): grade them again with ``--merge``; 2 nothing was
@@ -37,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["main", "EXIT_OK", "EXIT_GRADER_FAILURE", "EXIT_USAGE", "EXIT_INCOMPLETE",
-           "EXIT_INTERRUPTED"]
+           "EXIT_INTERRUPTED", "EXIT_LEFT_OUT", "EXIT_EMPTY"]
 
 #: ``grade``: every submission has a row in the gradebook (whatever its status).
 EXIT_OK = 0
@@ -50,6 +57,10 @@ EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 #: ``grade``: interrupted (Ctrl-C); the gradebook is valid, resume it.
 EXIT_INTERRUPTED = 130
+#: ``export``: written, but rows or roster students are left out of an LMS file.
+EXIT_LEFT_OUT = 4
+#: ``export``: an LMS file would hold no student; it was not written.
+EXIT_EMPTY = 5
 
 
 def _report_scan(findings: list[Any], fps: Any, where: str) -> int:
@@ -193,6 +204,8 @@ def _grade(args: argparse.Namespace) -> int:
     sandbox = "bwrap" if batch.sandbox == "bwrap" else "NONE (student code ran with your rights)"
     if batch.summary is not None:
         _say(summary_markdown(batch.summary, compact=True))
+    for note in getattr(batch, "notes", ()):
+        _say(note)
     _say(f"graded {len(batch)} submission(s) in {format_duration(batch.elapsed)} ({summary}); "
          f"sandbox: {sandbox}")
     if batch.skipped:
@@ -208,13 +221,14 @@ def _grade(args: argparse.Namespace) -> int:
              + ", ".join(repr(r) for r in batch.added[:20])
              + (" (no such row before: check the --row-id)" if args.row_id else ""))
     for why in batch.warnings:
-        _say(f"WARNING policy: {why}", sys.stderr)
+        _say(f"WARNING: {why}", sys.stderr)
     _say(f"gradebook: {batch.out}/grades.csv, {total} row(s) ({book or 'none'})")
     finals = list(batch.finals.values())
     if any(f.applied or f.late is not None or f.pending for f in finals):
         _say(f"final grades: {sum(len(f.applied) for f in finals)} adjustment(s) of "
              f"adjustments.csv applied, {sum(1 for f in finals if f.late and f.late.late)} late, "
-             f"{sum(1 for f in finals if f.late and f.late.submitted is None)} with no submission "
+             f"{sum(1 for f in finals if f.late and f.late.submitted is None and not f.late.marked)} "
+             "with no submission "
              f"time, {sum(1 for f in finals if f.pending)} waiting for a by-hand grade")
     if batch.summary_text:
         _say(f"summary: {batch.out}/summary.md, {batch.out}/summary.png")
@@ -248,15 +262,16 @@ def _export(args: argparse.Namespace) -> int:
         done = export_gradebook(Path(args.out), formats=formats,
                                 roster_path=Path(args.roster) if args.roster else None,
                                 archives=args.archives, canvas_column=args.canvas_column,
-                                moodle_column=args.moodle_column)
+                                moodle_column=args.moodle_column,
+                                allow_missing=args.allow_missing)
     except (OSError, ValueError) as exc:
         text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _say(f"kpca-course export: {text}", sys.stderr)
         return EXIT_USAGE
-    if done.refreshed.summary is not None:
-        _say(summary_compact(done.refreshed.summary))
     for name, n in done.files.items():
         _say(f"wrote {done.out}/{name}: {n} row(s)")
+    for name, why in done.empty.items():
+        _say(f"NOT WRITTEN {done.out}/{name}: {why}", sys.stderr)
     _say(f"feedback: {done.out}/students/ ({done.refreshed.students} student folder(s), .html "
          "and .md)" + (f"; archives: {done.out}/archives/ ({done.refreshed.archives} .zip)"
                        if args.archives else ""))
@@ -280,19 +295,190 @@ def _export(args: argparse.Namespace) -> int:
             more = f" and {len(items) - 20} more" if len(items) > 20 else ""
             _say(f"WARNING {len(items)} {what}: {shown}{more}", sys.stderr)
     for why in done.refreshed.warnings:
-        _say(f"WARNING policy: {why}", sys.stderr)
+        _say(f"WARNING: {why}", sys.stderr)
     for final in done.refreshed.finals.values():
         for why in final.warnings:
             _say(f"WARNING grade {final.row!r}: {why}", sys.stderr)
     for why in done.errors:
         _say(f"ERROR not written: {why}", sys.stderr)
-    return EXIT_INCOMPLETE if done.errors else EXIT_OK
+    if args.summary and done.refreshed.summary is not None:
+        _say(summary_compact(done.refreshed.summary))
+    return _export_status(args, done)
+
+
+def _export_status(args: argparse.Namespace, done: Any) -> int:
+    """The exit code of ``export`` (see the module's docstring), with the line that says why."""
+    if done.errors:
+        return EXIT_INCOMPLETE
+    if done.empty and not args.allow_missing:
+        _say("kpca-course export: an LMS file would hold no student (see above); check the "
+             "roster (--roster) against the gradebook's student folders.", sys.stderr)
+        return EXIT_EMPTY
+    lms = any(not name.endswith("grades-with-ids.csv") for name in done.files)
+    left = lms and (done.unmatched or done.absent or done.held or done.duplicates)
+    if left and not args.allow_missing:
+        _say("kpca-course export: the LMS file(s) leave out the rows or students listed above "
+             "(exit 4); fix them, or pass --allow-missing when that is intended.", sys.stderr)
+        return EXIT_LEFT_OUT
+    return EXIT_OK
 
 
 def summary_compact(summary: Any) -> str:
     from .grading.record.summary import summary_markdown
 
     return summary_markdown(summary, compact=True)
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from .grading.record.collect import CollectOptions, collect
+    from .grading.record.lms_names import check_pattern
+    from .grading.record.roster import RosterError, load_roster
+
+    try:
+        zone = ZoneInfo(args.timezone) if args.timezone else None
+    except (ZoneInfoNotFoundError, ValueError):
+        _say(f"kpca-course collect: --timezone {args.timezone!r} is not a time zone name; write "
+             "it like Europe/Berlin or America/New_York.", sys.stderr)
+        return EXIT_USAGE
+    try:
+        roster = load_roster(args.roster) if args.roster else None
+        pattern = check_pattern(args.pattern) if args.pattern else None
+        lms = "pattern" if pattern is not None else args.lms
+        options = CollectOptions(args.assignment, lms, pattern, args.match, args.time_format,
+                                 zone, args.dry_run, args.replace)
+        done = collect(Path(args.download), Path(args.out), roster, options)
+    except (OSError, ValueError, RosterError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _say(f"kpca-course collect: {text}", sys.stderr)
+        return EXIT_USAGE
+    return _report_collect(args, done)
+
+
+def _report_collect(args: argparse.Namespace, done: Any) -> int:
+    verb = "would collect" if args.dry_run else "collected"
+    _say(f"{verb} {done.taken + len(done.kept)} student(s)' {args.assignment} from "
+         f"{args.download} (named as {done.lms} names them) into {done.out}: "
+         f"{len(done.written)} new, {len(done.unchanged)} unchanged, {len(done.replaced)} "
+         f"replaced, {len(done.kept)} kept as they were")
+    lists = [
+        (done.kept, "collected file(s) differ from the download and were kept (run again with "
+         "--replace to take the download's; the old ones go to .replaced/)"),
+        (done.unmatched, "file(s) name an id that is not in the roster (a student who joined "
+         "late? export the roster again)"),
+        (done.unnamed, "file(s) are not named as the LMS names submissions (not taken)"),
+        (done.not_notebooks, "file(s) are not notebooks (not taken; a .py or .pdf is not "
+         "graded)"),
+        (done.archives, "archive(s) inside the download"),
+        (done.unsafe, "file(s) were refused"),
+        (done.times, "submission time(s) could not be read (late work will say 'unknown')"),
+    ]
+    for student, files in done.older.items():
+        lists.append((files, f"other file(s) of {student} (the newest was taken)"))
+    for items, what in lists:
+        if items:
+            shown = "; ".join(items[:20]) + (f"; and {len(items) - 20} more" if len(items) > 20 else "")
+            _say(f"WARNING {len(items)} {what}: {shown}", sys.stderr)
+    if done.missing:
+        _say(f"{len(done.missing)} roster student(s) handed in no notebook: "
+             + ", ".join(done.missing[:20]) + (" ..." if len(done.missing) > 20 else ""))
+    if done.taken and not args.dry_run:
+        _say(f"next: kpca-course grade --assignment {args.assignment} --out "
+             f"grades/{args.assignment} --root {done.out} {done.out}/*/{args.assignment}.ipynb")
+    left = (done.kept or done.unmatched or done.unnamed or done.not_notebooks or done.archives
+            or done.unsafe or done.times or done.older)
+    if not done.taken and not done.kept:
+        return EXIT_USAGE
+    return EXIT_GRADER_FAILURE if left else EXIT_OK
+
+
+def _gradebook(args: argparse.Namespace) -> int:
+    """``kpca-course gradebook ACTION``: list or repair the rows of a gradebook."""
+    from .grading.record import repair
+    from .grading.record.gradebook import GradebookWriteError
+
+    where = f"kpca-course gradebook {args.action}"
+    try:
+        book, rules = repair.open_book(Path(args.out))
+    except (OSError, ValueError) as exc:
+        _say(f"{where}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
+             sys.stderr)
+        return EXIT_USAGE
+    with book:
+        if args.action == "list":
+            return _gradebook_list(book, rules)
+        try:
+            done = _gradebook_change(args, book, rules)
+        except GradebookWriteError as exc:
+            _say(f"{where}: {exc.strerror or exc}", sys.stderr)
+            return EXIT_INCOMPLETE
+        except (OSError, ValueError) as exc:
+            _say(f"{where}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
+                 sys.stderr)
+            return EXIT_USAGE
+        for line in done.done:
+            _say(line)
+        for why in done.warnings:
+            _say(f"WARNING {why}", sys.stderr)
+        return _gradebook_refresh(book)
+
+
+def _gradebook_change(args: argparse.Namespace, book: Any, rules: Any) -> Any:
+    from .grading.record import repair
+
+    if args.action == "remove":
+        return repair.remove_rows(book, rules, args.rows, why=args.why)
+    if args.action == "restore":
+        return repair.restore_rows(book, rules, args.rows)
+    if args.action == "rename":
+        return repair.rename_row(book, rules, args.old, args.new)
+    if args.action == "reroot":
+        return repair.reroot(book, rules, Path(args.root))
+    return repair.replace_row(book, rules, args.row, args.by)
+
+
+def _gradebook_refresh(book: Any) -> int:
+    """The summary and the hand-back pages rebuilt as after ``grade``."""
+    from .grading.handback.trees import refresh
+
+    done = refresh(book)
+    _say(f"gradebook: {book.out}/grades.csv, {len(book.rows)} row(s); summary and students/ "
+         "rebuilt")
+    for why in done.warnings:
+        _say(f"WARNING: {why}", sys.stderr)
+    for why in done.errors:
+        _say(f"ERROR not written: {why}", sys.stderr)
+    stale = [d for d in ("export", "archives") if os.path.lexists(book.out / d)]
+    if stale:
+        _say(f"{' and '.join(f'{d}/' for d in stale)} still hold the rows as they were: run "
+             f"kpca-course export --out {book.out} (with your options) again", sys.stderr)
+    return EXIT_INCOMPLETE if done.errors else EXIT_OK
+
+
+def _gradebook_list(book: Any, rules: Any) -> int:
+    from .grading.record import repair
+    from .grading.record.gradebook import format_points
+    from .grading.text import visible
+
+    rows, warnings = repair.list_rows(book, rules)
+    _say(f"gradebook {book.out}: {book.assignment}, {len(rows)} row(s), row ids relative to "
+         f"{book.root}")
+    table = [("ROW", "STATUS", "SCORE", "HANDED IN AS", "FILE")] + [
+        (visible(r["row"]), str(r["status"]),
+         f"{format_points(r['score'])}/{format_points(float(r['max_score']))}",
+         visible(str(r["handed_in_as"])), visible(str(r["file"]))) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(4)]
+    for line in table:
+        _say("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=False))
+             + "  " + line[4])
+    trash = repair.trash_rows(book)
+    if trash:
+        _say(f"in the trash ({len(trash)}; kpca-course gradebook restore --out {book.out} ROW): "
+             + ", ".join(f"{visible(r)!r} ({t})" for r, t in trash.items()))
+    for why in warnings:
+        _say(f"WARNING {why}", sys.stderr)
+    return EXIT_OK
 
 
 def _cluster(text: str) -> str:
@@ -364,6 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "unsandboxed, with your rights (only for submissions you trust)")
     gr.add_argument("--timeout", type=float, default=30.0,
                     help="seconds per cell before it is interrupted (default: 30)")
+    gr.add_argument("--notebook-timeout", type=float, default=None, metavar="SECONDS",
+                    help="seconds one notebook may run in all, from its kernel's start (default: "
+                    "10 times --timeout); past it the row is `timeout` and the questions not "
+                    "yet checked score 0")
     gr.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                     help="submissions graded in parallel (default: number of cores, at most 4)")
     gr.add_argument("--cluster", type=_cluster, default=None,
@@ -376,9 +566,40 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--solutions", help="solutions folder (default: the repository's)")
     gr.add_argument("--seed", help="secret that seeds the grader's inputs (default: "
                     "$KPCA_GRADING_SECRET, else a random secret kept in ~/.config/kpca-course)")
-    gr.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="student .ipynb files (a missing path stops before grading; a folder or "
-                    "unreadable file becomes an `invalid` row)")
+    gr.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="student .ipynb files (a missing path stops before grading; an "
+                    "unreadable file becomes an `invalid` row); a FOLDER stands for the "
+                    "assignment's notebooks in it: FOLDER/ASSIGNMENT.ipynb and "
+                    "FOLDER/*/ASSIGNMENT.ipynb")
     gr.set_defaults(func=_grade)
+
+    co = sub.add_parser("collect", help="turn an LMS download (Canvas, Moodle, or any named by "
+                        "--pattern) into submissions/<student>/<assignment>.ipynb, recording the "
+                        "LMS's submission times for the late-work policy")
+    co.add_argument("--assignment", required=True, help="the assignment (each notebook is saved "
+                    "as <student>/<assignment>.ipynb)")
+    co.add_argument("--out", default="submissions", help="where the submissions go: a new "
+                    "folder, or one collect wrote before (default: submissions)")
+    co.add_argument("--roster", help="the roster as the LMS exports it: Canvas's gradebook "
+                    "export, Moodle's grading worksheet, or a CSV with a student column")
+    co.add_argument("--lms", choices=("auto", "canvas", "moodle"), default="auto",
+                    help="how the download names files (default: recognised from the names)")
+    co.add_argument("--pattern", help="for any other platform: a regular expression matched "
+                    "against each file's path in the download, with a group (?P<student>...) "
+                    "and optionally (?P<timestamp>...) and (?P<late>...)")
+    co.add_argument("--match", default="student", metavar="COLUMN",
+                    help="with --pattern: the roster column the student group holds "
+                    "(default: student, the folder name)")
+    co.add_argument("--time-format", default="iso", help="with --pattern: how the timestamp "
+                    "group is written, for strptime, e.g. %%Y%%m%%d%%H%%M%%S (default: iso)")
+    co.add_argument("--timezone", help="the time zone of times written without an offset "
+                    "(Moodle's worksheet: the zone of the account that downloaded it)")
+    co.add_argument("--dry-run", action="store_true", help="say what would be collected; "
+                    "write nothing")
+    co.add_argument("--replace", action="store_true", help="take the download's file where a "
+                    "collected one differs (the old one is moved to OUT/.replaced/)")
+    co.add_argument("download", metavar="DOWNLOAD", help="the LMS's .zip, or the folder it "
+                    "was unpacked into")
+    co.set_defaults(func=_collect)
 
     ex = sub.add_parser("export", help="write the final grades for an LMS (plain CSV with ids, "
                         "Canvas, Moodle) and each student's feedback (HTML and Markdown)")
@@ -394,8 +615,43 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the Canvas assignment column, as Canvas's own export titles it, e.g. "
                     "'Homework 1 (123456)' (default: the assignment's name)")
     ex.add_argument("--moodle-column", metavar="TITLE",
-                    help="the grade column of the Moodle file (default: 'Assignment: NAME')")
+                    help="the grade column of the Moodle file (default: 'Assignment: NAME "
+                    "(Real)', as Moodle's own export titles it)")
+    ex.add_argument("--allow-missing", action="store_true",
+                    help="exit 0 although rows or roster students are left out of an LMS file "
+                    "(e.g. students who handed in nothing)")
+    ex.add_argument("--summary", action="store_true",
+                    help="also print the gradebook's summary after the files written")
     ex.set_defaults(func=_export, format=None)
+
+    gb = sub.add_parser("gradebook", help="list a gradebook's rows and repair them: remove "
+                        "(into its trash/), restore, rename, reroot, replace")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--out", default="grades",
+                       help="the gradebook folder (grade --out; default: grades)")
+    acts = gb.add_subparsers(dest="action", required=True)
+    acts.add_parser("list", parents=[where], help="the rows: id, status, final score, the "
+                    "file each was graded from; the folder the ids are relative to; the trash")
+    rm = acts.add_parser("remove", parents=[where], help="take rows out: each row and its "
+                         "feedback go into trash/<time>/, logged in trash/log.jsonl")
+    rm.add_argument("rows", nargs="+", metavar="ROW", help="row id, e.g. alice/01_feature_maps")
+    rm.add_argument("--why", default="", help="the reason, kept in trash/log.jsonl")
+    rs = acts.add_parser("restore", parents=[where], help="bring removed rows back from trash/")
+    rs.add_argument("rows", nargs="+", metavar="ROW", help="row id of a removed row")
+    rn = acts.add_parser("rename", parents=[where], help="give a row another id (e.g. after a "
+                         "misspelt folder); its feedback is kept; a clash is refused")
+    rn.add_argument("old", metavar="OLD")
+    rn.add_argument("new", metavar="NEW")
+    rr = acts.add_parser("reroot", parents=[where], help="make every row id relative to another "
+                         "folder (a gradebook pinned to a wrong one: submissions/alice/01 -> "
+                         "alice/01); refused if two rows would merge")
+    rr.add_argument("--root", required=True, help="the folder the row ids become relative to")
+    rp = acts.add_parser("replace", parents=[where], help="take out a row that is not graded "
+                         "(e.g. a .py handed in) for the same student's other row (the right "
+                         "notebook, merged later)")
+    rp.add_argument("row", metavar="ROW", help="the row to take out (into trash/)")
+    rp.add_argument("--by", required=True, metavar="ROW", help="the student's row to keep")
+    gb.set_defaults(func=_gradebook)
     return parser
 
 

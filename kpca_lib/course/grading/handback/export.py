@@ -97,6 +97,7 @@ header names (the code read maps nothing by default: map by hand).
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
 from collections import Counter
@@ -112,7 +113,7 @@ from ..text import visible
 __all__ = [
     "Export", "plain_csv", "canvas_csv", "moodle_csv", "summary_line",
     "PLAIN_COLUMNS", "CANVAS_COLUMNS", "CANVAS_POINTS_POSSIBLE", "MOODLE_COLUMNS",
-    "moodle_feedback_column",
+    "moodle_feedback_column", "moodle_text",
 ]
 
 #: The plain CSV's columns, the questions' final points going between ``max_score`` and
@@ -230,7 +231,7 @@ def summary_line(final: Final) -> str:
     """
     parts = [f"{a.question or 'whole'} {a.describe()} ({a.reason})" for a in final.applied]
     late = final.late
-    if late is not None and late.submitted is None:
+    if late is not None and late.submitted is None and not late.marked:
         parts.append("submission time unknown: no late penalty")
     elif late is not None and late.late:
         days = "day" if late.days == 1 else "days"
@@ -323,7 +324,9 @@ def plain_csv(finals: Sequence[Final], records: Mapping[str, Mapping[str, Any]],
         if late is None:
             late_cell, days, submitted, due = "", "", str(rec.get("file_time") or ""), ""
         elif late.submitted is None:
-            late_cell, days, submitted, due = "unknown", "", "", format_time(late.due)
+            late_cell = ("yes" if late.late else "no") if late.marked else "unknown"
+            days = str(late.days) if late.marked else ""
+            submitted, due = "", format_time(late.due)
         else:
             late_cell = "yes" if late.late else "no"
             days, submitted, due = str(late.days), format_time(late.submitted), format_time(late.due)
@@ -455,6 +458,14 @@ def canvas_csv(finals: Sequence[Final], roster: Roster, *, column: str, points_p
     return _finish(out.text(), written, finals, unmatched, left)
 
 
+def moodle_text(text: str) -> str:
+    """``text`` on one line, as Moodle shows it: Moodle renders its feedback column as HTML
+    (the comment is stored and shown formatted), so ``<``, ``>`` and ``&`` are written as
+    ``&lt;``, ``&gt;`` and ``&amp;``, which it shows as the characters themselves: a reason
+    such as ``<b>x</b>`` or ``<script>`` is read, never run or rendered."""
+    return html.escape(_one_line(text), quote=False)
+
+
 def moodle_feedback_column(column: str) -> str:
     """The feedback column's title for a grade column, as Moodle's export names it:
     ``Assignment: X (Real)`` gives ``Assignment: X (Feedback)``; another title gets
@@ -485,7 +496,7 @@ def moodle_csv(finals: Sequence[Final], roster: Roster, *, column: str,
     feedback : mapping of str to str, optional
         A feedback text per row id (e.g. :func:`summary_line`), written on one line in a
         column ``moodle_feedback_column(column)`` that the instructor maps to "feedback for"
-        the item. ``None``: no feedback column (Moodle keeps the feedback it has).
+        the item, through :func:`moodle_text` (Moodle shows that column as HTML). ``None``: no feedback column (Moodle keeps the feedback it has).
     records : mapping of str to mapping, optional
         ``grades.json``'s entries by row id, to tell a grader failure (held) from a
         student's crash. Without them every ``crashed`` row is held.
@@ -527,6 +538,6 @@ def moodle_csv(finals: Sequence[Final], roster: Roster, *, column: str,
                  e.get("institution"), e.get("department"), _ident(e.email),
                  format_points(f.score)]
         if feedback is not None:
-            cells.append(_one_line(feedback.get(f.row, "")))
+            cells.append(moodle_text(feedback.get(f.row, "")))
         out.write(cells)
     return _finish(out.text(), len(usable), finals, unmatched, left)

@@ -24,6 +24,7 @@ from typing import Any
 from ..config import GradeConfig, Mode, grading_secret
 from ..judge.notebooks import read_solution
 from ..record.gradebook import submission_paths
+from ..record.repair import expand_folders
 from .batch import Batch, grade_rows, hand_back, open_gradebook, open_runner, plan_batch, read_rules
 from .canary import CanaryFailed, run_canary
 
@@ -35,6 +36,8 @@ def grade(config: GradeConfig, submissions: Sequence[Path]) -> Batch:
     config.check_submissions(len(submissions))
     regrading_all = config.mode is Mode.REGRADE and not submissions
     paths = [] if regrading_all else submission_paths(submissions)
+    paths, folder, notes = expand_folders(paths, config.assignment, Path(config.out))
+    config.check_submissions(len(paths) if paths else len(submissions))
     if config.cluster is None:
         from ..run.sandbox import check_sandbox
 
@@ -43,7 +46,7 @@ def grade(config: GradeConfig, submissions: Sequence[Path]) -> Batch:
     config.check_questions(solution.points)
     rules = read_rules(config, solution)
     with open_runner(config) as runner, open_gradebook(config, solution) as book:
-        plan = plan_batch(config, book, paths, rules, solution)
+        plan = plan_batch(config, book, paths, rules, solution, folder=folder, notes=notes)
         secret = grading_secret(config.seed)
         run_canary(solution, runner, config, secret)
         book.start(plan.base, config.sandbox)
@@ -58,7 +61,7 @@ def grade_batch(*, assignment: str, submissions: list[Path], out: Path, solution
                 progress: bool = False, seed: str | None = None, sandbox: str = "bwrap",
                 resume: bool = False, merge: bool = False, root: Path | None = None,
                 cluster: Any = None, row_id: str | None = None,
-                regrade: str | None = None) -> Batch:
+                regrade: str | None = None, notebook_timeout: float | None = None) -> Batch:
     """Grade ``submissions`` of ``assignment`` into the gradebook ``out``.
 
     Every finished row is written at once (``grades.csv``, ``grades.json``,
@@ -97,5 +100,6 @@ def grade_batch(*, assignment: str, submissions: list[Path], out: Path, solution
     config = GradeConfig.of(assignment=assignment, solutions=Path(solutions), out=Path(out),
                             timeout=timeout, jobs=jobs, memory_mb=memory_mb, progress=progress,
                             seed=seed, sandbox=sandbox, resume=resume, merge=merge, root=root,
-                            cluster=cluster, row_id=row_id, regrade=regrade)
+                            cluster=cluster, row_id=row_id, regrade=regrade,
+                            notebook_timeout=notebook_timeout)
     return grade(config, submissions)

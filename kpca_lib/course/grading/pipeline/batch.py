@@ -24,6 +24,7 @@ from typing import Any
 from ..config import GradeConfig, Mode
 from ..handback.feedback import crash_feedback, record_feedback, row_feedback
 from ..judge.notebooks import Solution
+from ..record.collect import collected_entry
 from ..record.gradebook import (
     Gradebook,
     GradebookWriteError,
@@ -41,6 +42,7 @@ from ..record.policy import (
     load_adjustments,
     load_policy,
 )
+from ..record.repair import check_fit
 from ..record.roster import Roster
 from ..record.rows import (
     Row,
@@ -80,7 +82,9 @@ class Batch(list):  # type: ignore[type-arg]
     * ``not_regraded``: with ``regrade``, row id → why it was kept as it was;
     * ``replaced``, ``added``: with ``merge``, the rows replaced and the new rows;
     * ``warnings``: what to check in the instructor's files (an extension for nobody);
-    * ``finals``: row id → its final grade (policy, adjustments) in the whole gradebook.
+    * ``finals``: row id → its final grade (policy, adjustments) in the whole gradebook;
+    * ``notes``: what the instructor should know of the plan (a folder given as a
+      submission, the folder a new gradebook's row ids are relative to).
     """
 
     skipped: list[str]
@@ -89,6 +93,7 @@ class Batch(list):  # type: ignore[type-arg]
     added: list[str]
     warnings: list[str]
     finals: dict[str, Any]
+    notes: list[str]
     lookalikes: list[list[str]]
     suspicious: dict[str, str]
     counts: dict[str, int]
@@ -152,16 +157,21 @@ class Plan:
 
 
 def plan_batch(config: GradeConfig, book: Gradebook, paths: list[Path], rules: Rules,
-               solution: Solution) -> Plan:
+               solution: Solution, *, folder: Path | None = None,
+               notes: Sequence[str] = ()) -> Plan:
     """The rows to grade, checked against the gradebook and ``adjustments.csv``; the tables
-    apply ``rules`` from now on."""
+    apply ``rules`` from now on. ``folder``: the one folder given as the submissions
+    (:func:`~..record.repair.expand_folders`), the row ids' folder of a new gradebook."""
     not_regraded: dict[str, str] = {}
     given_ids = [config.row_id] if config.row_id is not None else None
     if config.mode is Mode.REGRADE and not paths:
         paths, given_ids, not_regraded = _regrade_targets(book)
     base = Path(os.path.abspath(config.root)) if config.root is not None else (
-        Path(book.root) if book.root else _default_root(paths, config.assignment))
+        Path(book.root) if book.root else folder or _default_root(paths, config.assignment))
     ids = given_ids if given_ids is not None else row_ids(paths, base)
+    said = config.root is not None and str(base) == book.root  # --root: the gradebook's own
+    if not said and given_ids is None and config.mode in (Mode.MERGE, Mode.RESUME):
+        check_fit(ids, book, f"--{config.mode.gradebook_mode}")
     if config.mode is Mode.REGRADE:
         absent = [i for i in ids if i not in book]
         if absent:
@@ -171,7 +181,12 @@ def plan_batch(config: GradeConfig, book: Gradebook, paths: list[Path], rules: R
     check_adjustments(rules.adjustments, [*book.rows, *ids], solution.points,
                       str(Path(config.out) / ADJUSTMENTS_FILE), by_hand=rules.policy.by_hand)
     book.set_policy(rules.policy, rules.adjustments, rules.roster)
-    return Plan(paths, ids, base, _new_batch(config, book, ids, not_regraded))
+    batch = _new_batch(config, book, ids, not_regraded)
+    batch.notes = list(notes)
+    if not book.root:
+        batch.notes.append(f"row ids are relative to {base} (kept in the gradebook; "
+                           "`kpca-course gradebook reroot` changes it)")
+    return Plan(paths, ids, base, batch)
 
 
 def _new_batch(config: GradeConfig, book: Gradebook, ids: list[str],
@@ -317,6 +332,8 @@ def _read_all(config: GradeConfig, plan: Plan, todo: list[tuple[int, Path, str]]
         except Exception as exc:  # a grader-side failure on this submission only
             grader_failure(row, describe(exc))
             sub = None
+        if row.sha256:
+            row.collected = collected_entry(plan.base, row.handed_in_as, row.sha256) or {}
         if sub is not None and config.regrade is not None:  # only its export cell runs
             sub.done.update(q for q in solution.questions if q != config.regrade)
         if sub is None:

@@ -48,6 +48,7 @@ from typing import Any
 from ..text import one_line, visible
 from .policy import INSTRUCTOR_FILES, Adjustment, Final, Policy, finalize, format_time
 from .roster import Roster
+from .seal import seal_key, sealed, signature
 
 __all__ = [
     "MARKER",
@@ -69,6 +70,7 @@ __all__ = [
     "STUDENTS",
     "ARCHIVES",
     "EXPORT",
+    "TRASH",
     "problem",
     "peek",
     "CSV_EXTRA",
@@ -79,6 +81,9 @@ __all__ = [
 ]
 
 MARKER = ".kpca-gradebook.json"
+#: ``grades.json.sig``: grades.json's seal (:mod:`.seal`), checked whenever it is read back.
+SEAL = "grades.json.sig"
+SEAL_PURPOSE = "grades.json"
 FORMAT = "kpca-course gradebook"
 VERSION = 1
 STATUSES = ("graded", "timeout", "crashed", "invalid")
@@ -91,6 +96,8 @@ STUDENTS = "students"
 ARCHIVES = "archives"
 #: ``export/<file>.csv``: the final grades in the formats an LMS imports (``kpca-course export``).
 EXPORT = "export"
+#: ``trash/<time>/``: rows and files ``kpca-course gradebook`` took out, with ``trash/log.jsonl``.
+TRASH = "trash"
 #: A row's ``message`` (grades.csv, summary.md, progress lines) is cut to this many characters.
 MAX_PROBLEM = 300
 _NAME_CHECK = "the instructor checks this submission's name"
@@ -437,6 +444,8 @@ class Gradebook:
         self.root: str | None = None
         self.sandbox: str | None = None
         self.errors: list[str] = []
+        #: What the instructor should know of the gradebook as read (an unsealed grades.json).
+        self.warnings: list[str] = []
         self._pending: dict[str, tuple[dict[str, Any], str]] = {}
         self._dirty = False
         self._order: dict[str, int] = {}
@@ -545,6 +554,12 @@ class Gradebook:
         data = _read_small("grades.json", fd, MAX_GRADEBOOK_BYTES, str(self.out))
         if data is None:  # killed before the first write: an empty gradebook
             return
+        why = sealed(data, _read_small(SEAL, fd, 1000, str(self.out)), seal_key(SEAL_PURPOSE))
+        if why:
+            self.warnings.append(
+                f"{where} was changed outside kpca-course, or written with another grading "
+                f"secret or an older version ({why}, {SEAL}): its rows are used as they are; "
+                "check them (kpca-course gradebook list) and re-grade any you doubt with --merge")
         book = _parse_json(data, where)
 
         def bad(why: str) -> GradebookError:
@@ -584,6 +599,8 @@ class Gradebook:
                 raise bad(f"entry {rid!r} has a malformed run time")  # absent: an older gradebook
             if not all(isinstance(r.get(k, ""), str) for k in ("file_time", "handed_in_as", "sha256")):
                 raise bad(f"entry {rid!r} has a malformed file time, name or hash")
+            if not isinstance(r.get("collected", {}), dict):
+                raise bad(f"entry {rid!r} has a malformed collect record")
             if not isinstance(r.get("regraded", []), list):
                 raise bad(f"entry {rid!r} has a malformed list of regrades")
             fb = r.get("feedback")
@@ -734,8 +751,11 @@ class Gradebook:
         assert self._fd is not None
         where = str(self.out)
         try:
-            atomic_write(self._fd, "grades.json", self._json().encode("utf-8"), where=where,
-                         sync_dir=False)
+            data = self._json().encode("utf-8")
+            atomic_write(self._fd, "grades.json", data, where=where, sync_dir=False)
+            key = seal_key(SEAL_PURPOSE)
+            if key is not None:  # grades.json.sig: an edit of grades.json is named when read
+                atomic_write(self._fd, SEAL, signature(data, key), where=where, sync_dir=False)
             atomic_write(self._fd, "grades.csv", self._csv().encode("utf-8"), where=where,
                          sync_dir=False)
             os.fsync(self._fd)
@@ -827,6 +847,111 @@ class Gradebook:
                 return _read_small(name, fd, limit, f"{self.out}/{tree}")
             except (OSError, GradebookError):
                 return None
+            finally:
+                os.close(fd)
+
+    # ----------------------------------------------------------------- repair
+    def rewrite(self, rows: Sequence[dict[str, Any]], root: str | None) -> None:
+        """Replace every row (in this order) and the root, and write ``grades.json`` and
+        ``grades.csv`` atomically (``kpca-course gradebook``). Feedback files are the
+        caller's. :class:`GradebookWriteError` if the tables could not be written."""
+        ids = [str(r["submission"]) for r in rows]
+        if len(set(ids)) != len(ids):
+            raise ValueError("two rows would have the same id.")
+        with self._lock:
+            if self._fd is None or self._fb is None:
+                raise RuntimeError("the gradebook is not open.")
+            if self._pending:
+                raise RuntimeError("rows are pending; close the batch first.")
+            old = (self.rows, self._encoded, self.root)
+            self.rows = {str(r["submission"]): r for r in rows}
+            self._encoded = {rid: _encode_row(r) for rid, r in self.rows.items()}
+            self.root, self._order, self._dirty = root, {}, True
+            self._finals.clear()
+            seen = len(self.errors)
+            self._write_tables()
+            if self._dirty:  # not written: the old rows stay (close() writes them back)
+                self.rows, self._encoded, self.root = old
+                self._finals.clear()
+                raise GradebookWriteError(
+                    errno.EIO, f"the gradebook in {self.out} could not be written "
+                    f"({'; '.join(self.errors[seen:])}); it holds its old rows.")
+
+    def _walk(self, parts: Sequence[str], create: bool) -> int:
+        """A descriptor of the folder ``parts`` inside the gradebook; no link followed."""
+        assert self._fd is not None
+        for part in parts:
+            if not part or part in (".", "..") or "/" in part or "\0" in part:
+                raise ValueError(f"{part!r} is not a folder name of a gradebook.")
+        fd = os.dup(self._fd)
+        try:
+            for i, part in enumerate(parts):
+                where = f"{self.out}/{'/'.join(parts[: i + 1])}"
+                nfd = self._subdir(fd, part, where) if create else _open_dir(part, fd, where)
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read_file(self, path: str, limit: int = MAX_GRADEBOOK_BYTES) -> bytes | None:
+        """A file of the gradebook (``feedback/x.md``, ``trash/log.jsonl``); ``None`` if it or
+        its folder is absent. Never follows a link (:class:`GradebookError`)."""
+        *folders, name = path.split("/")
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("the gradebook is not open.")
+            try:
+                fd = self._walk(folders, create=False)
+            except FileNotFoundError:
+                return None
+            except GradebookError as exc:
+                if "does not exist" in str(exc):
+                    return None
+                raise
+            try:
+                return _read_small(name, fd, limit, f"{self.out}/{'/'.join(folders)}")
+            finally:
+                os.close(fd)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a file of ``feedback/`` or ``trash/`` atomically (folders made as needed)."""
+        *folders, name = path.split("/")
+        if not folders or folders[0] not in ("feedback", TRASH) or name.startswith("."):
+            raise ValueError(f"{path!r} is not a file kpca-course gradebook writes.")
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("the gradebook is not open.")
+            fd = self._walk(folders, create=True)
+            try:
+                atomic_write(fd, name, data, where=f"{self.out}/{'/'.join(folders)}")
+            finally:
+                os.close(fd)
+
+    def unlink_file(self, path: str) -> bool:
+        """Remove a regular file of ``feedback/`` or ``students/`` (after it was copied into
+        ``trash/``); ``False`` if it was not there. A link or folder is left alone (raises)."""
+        *folders, name = path.split("/")
+        if not folders or folders[0] not in ("feedback", STUDENTS):
+            raise ValueError(f"{path!r} is not a file kpca-course gradebook removes.")
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("the gradebook is not open.")
+            try:
+                fd = self._walk(folders, create=False)
+            except (FileNotFoundError, GradebookError):
+                return False
+            try:
+                st = _lstat(name, fd)
+                if st is None:
+                    return False
+                if not stat.S_ISREG(st.st_mode):
+                    raise GradebookWriteError(errno.EEXIST, f"{self.out}/{path} is not a regular "
+                                              "file; it was left alone.")
+                os.unlink(name, dir_fd=fd)
+                os.fsync(fd)
+                return True
             finally:
                 os.close(fd)
 
@@ -927,7 +1052,7 @@ def late_word(final: Final) -> str:
     """``yes``, ``no``, ``unknown`` (no submission time), ``""`` (no deadline set)."""
     if final.late is None:
         return ""
-    if final.late.submitted is None:
+    if final.late.submitted is None and not final.late.marked:
         return "unknown"
     return "yes" if final.late.late else "no"
 

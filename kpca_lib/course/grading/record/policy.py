@@ -12,11 +12,17 @@ writes, replaces or deletes them):
 
     [late]
     deadline = 2026-12-01T23:59:00+01:00
-    submitted = "file"                  # "file" (its modification time), "name", "roster"
+    submitted = "lms"                   # "lms" (default), "file", "name", "roster"
     grace_minutes = 15                  # not late before the deadline plus this
     penalty_per_day = 10                # percent, per started day after the deadline
     max_penalty = 100                   # percent (100: a very late submission scores 0)
     penalty_of = "score"                # "score" (what it earned) or "max_score"
+    # submitted = "lms": the LMS's time that `kpca-course collect` recorded, else the LMS's late
+    # mark (Canvas's download has no times: a file it marks late is at least 1 day late),
+    # else the time collect received the file.
+    # submitted = "file": the file's modification time, which a student can set (a zip keeps
+    # the times its maker gave); warned about when implausible. released = 2026-11-20T09:00:00Z
+    # (optional) adds "before the release" to those warnings.
     # submitted = "name": a regular expression whose first group is the time in the path
     # (relative to the submissions' folder), read with `format`; e.g. Blackboard's archives:
     # pattern = '_attempt_(\\d{4}-\\d\\d-\\d\\d-\\d\\d-\\d\\d-\\d\\d)'
@@ -66,7 +72,7 @@ __all__ = [
     "PolicyError", "LatePolicy", "Policy", "Adjustment", "Late", "Final",
     "parse_policy", "load_policy", "parse_adjustments", "load_adjustments",
     "check_adjustments", "finalize", "submission_time", "parse_time", "format_time",
-    "unknown_extensions",
+    "unknown_extensions", "file_time_warnings", "MARKED",
 ]
 
 POLICY_FILE = "policy.toml"
@@ -74,7 +80,11 @@ ADJUSTMENTS_FILE = "adjustments.csv"
 #: Files of the instructor that a gradebook folder may hold; kpca-course only reads them.
 INSTRUCTOR_FILES = (POLICY_FILE, ADJUSTMENTS_FILE)
 ADJUSTMENTS_HEADER = ("row", "question", "points", "score", "reason")
-SOURCES = ("file", "name", "roster")
+SOURCES = ("lms", "file", "name", "roster")
+#: What :func:`submission_time` says of a row with the LMS's late mark and no time.
+MARKED = "the LMS's late mark, no time"
+#: ``submitted = "file"``: this many rows with the same file time, to the second, are implausible.
+SAME_SECOND = 3
 MAX_FILE_BYTES = 5_000_000
 DAY = 86400.0
 
@@ -139,7 +149,7 @@ class LatePolicy:
     """``[late]`` of ``policy.toml`` (see the module's docstring)."""
 
     deadline: datetime
-    submitted: str = "file"
+    submitted: str = "lms"
     extensions: Mapping[str, datetime] = field(default_factory=dict)
     grace: timedelta = timedelta(0)
     penalty_per_day: float = 0.0
@@ -149,6 +159,7 @@ class LatePolicy:
     format: str = ""
     column: str = ""
     timezone: tzinfo | None = None
+    released: datetime | None = None
 
     def due(self, student: str) -> datetime:
         """The student's deadline: their extension, else the course's."""
@@ -245,7 +256,7 @@ def _late_table(late: Any, source: str) -> LatePolicy:
     if not isinstance(late, dict):
         raise PolicyError(f"{source}: [late] must be a table.")
     keys = {"deadline", "submitted", "extensions", "grace_minutes", "penalty_per_day",
-            "max_penalty", "penalty_of", "pattern", "format", "column", "timezone"}
+            "max_penalty", "penalty_of", "pattern", "format", "column", "timezone", "released"}
     extra = sorted(set(late) - keys)
     if extra:
         raise PolicyError(f"{source}: unknown key(s) in [late]: {', '.join(extra)} (known: "
@@ -263,12 +274,7 @@ def _late_table(late: Any, source: str) -> LatePolicy:
         raise PolicyError(f"{source}: [late] needs a deadline, e.g. deadline = "
                           "2026-12-01T23:59:00+01:00.")
     deadline = parse_time(late["deadline"], tz, "late.deadline")
-    if "submitted" not in late:
-        raise PolicyError(f"{source}: [late] needs submitted = \"file\", \"name\" or \"roster\": "
-                          "where each submission's time comes from (\"file\" is the time of "
-                          "your copy of the file, which a student can set if you copied it with "
-                          "its times; \"name\" and \"roster\" read the LMS's times).")
-    submitted = late.get("submitted")
+    submitted = late.get("submitted", "lms")
     if submitted not in SOURCES:
         raise PolicyError(f"{source}: late.submitted must be one of {', '.join(SOURCES)}; got "
                           f"{submitted!r}.")
@@ -296,8 +302,10 @@ def _late_table(late: Any, source: str) -> LatePolicy:
     if penalty_of not in ("score", "max_score"):
         raise PolicyError(f"{source}: late.penalty_of must be \"score\" or \"max_score\"; got "
                           f"{penalty_of!r}.")
+    released = (parse_time(late["released"], tz, "late.released") if "released" in late
+                else None)
     return LatePolicy(
-        deadline=deadline, submitted=submitted, extensions=extensions,
+        deadline=deadline, submitted=submitted, extensions=extensions, released=released,
         grace=timedelta(minutes=_number(late.get("grace_minutes", 0), "late.grace_minutes")),
         penalty_per_day=_number(late.get("penalty_per_day", 0), "late.penalty_per_day", 0, 100),
         max_penalty=_number(late.get("max_penalty", 100), "late.max_penalty", 0, 100),
@@ -456,6 +464,44 @@ def unknown_extensions(policy: Policy, students: Iterable[str],
     return [s for s in policy.late.extensions if s not in known]
 
 
+def file_time_warnings(policy: Policy, records: Sequence[Mapping[str, Any]],
+                       now: datetime | None = None) -> list[str]:
+    """With ``late.submitted = "file"``: the file times that cannot be when a student handed
+    in (a student can set a file's time, and a zip restores it): in the future, before
+    ``late.released``, or the same to the second for :data:`SAME_SECOND` or more rows (copied
+    or unpacked with one time). ``[]`` for any other source."""
+    late = policy.late
+    if late is None or late.submitted != "file":
+        return []
+    now = now or datetime.now(timezone.utc)
+    future, early, by_second = [], [], {}
+    for r in records:
+        text, rid = r.get("file_time"), str(r.get("submission", ""))
+        if not isinstance(text, str) or not text:
+            continue
+        moment, _ = _read_moment(text, late, "the file time")
+        if moment is None:
+            continue
+        if moment > now + timedelta(minutes=5):
+            future.append(rid)
+        if late.released is not None and moment < late.released:
+            early.append(rid)
+        by_second.setdefault(moment.replace(microsecond=0), []).append(rid)
+    out = []
+    said = "late.submitted = \"file\" reads each file's modification time, which a student can set"
+    if future:
+        out.append(f"{said}; these are in the future: {', '.join(future[:10])}")
+    if early:
+        out.append(f"{said}; these are before late.released: {', '.join(early[:10])}")
+    for moment, ids in by_second.items():
+        if len(ids) >= SAME_SECOND:
+            out.append(f"{said}; {len(ids)} files have the same time to the second "
+                       f"({format_time(moment)}: {', '.join(ids[:5])}...), as an unpacked or "
+                       "copied download has: use the LMS's times (kpca-course collect, "
+                       "late.submitted = \"lms\")")
+    return out
+
+
 # --------------------------------------------------------------------------- the final grade
 @dataclass(frozen=True)
 class Late:
@@ -467,6 +513,9 @@ class Late:
     days: int
     percent: float
     problem: str = ""
+    #: Decided by the LMS's late mark, without a time (``submitted`` is ``None``; ``days``
+    #: is the least it can be).
+    marked: bool = False
 
 
 @dataclass(frozen=True)
@@ -544,10 +593,48 @@ def submission_time(record: Mapping[str, Any], late: LatePolicy,
         except ValueError:
             return None, f"{m.group(1)!r} in its path does not read as {late.format}"
         return _read_moment(moment, late, "the time in its name")
+    if late.submitted == "lms":
+        return _lms_time(record, late)
     text = record.get("file_time")
     if not isinstance(text, str) or not text:
         return None, "the gradebook has no file time for this row"
     return _read_moment(text, late, "the file time")
+
+
+def _lms_time(record: Mapping[str, Any], late: LatePolicy) -> tuple[datetime | None, str]:
+    """``late.submitted = "lms"``: the LMS's time, else (without a late mark) the time
+    ``kpca-course collect`` received the file."""
+    got = record.get("collected")
+    if not isinstance(got, dict) or not got:
+        return None, ("it was not collected with `kpca-course collect`, so no LMS time was "
+                      "recorded (collect the LMS's download, or set late.submitted = \"file\" "
+                      "for file times, which a student can set)")
+    if got.get("changed"):
+        return None, "the file changed after it was collected, so the LMS's time is not its own"
+    if got.get("lms_time"):
+        return _read_moment(got["lms_time"], late, "the LMS's time")
+    if isinstance(got.get("lms_late"), bool):
+        return None, MARKED
+    if got.get("received"):
+        return _read_moment(got["received"], late, "the time it was collected")
+    return None, "collect recorded no time for it"
+
+
+def _marked(record: Mapping[str, Any], due: datetime, late: LatePolicy,
+            student: str) -> Late:
+    """Lateness from the LMS's mark alone (Canvas): on time, or late by at least one started
+    day. An extension in ``policy.toml`` cannot be weighed against the LMS's own due date."""
+    mark = bool(record["collected"]["lms_late"])
+    if student in late.extensions and mark:
+        return Late(due, None, False, 0, 0.0, "the LMS marks it late, but it has an extension "
+                    "here and the LMS's download has no time to compare; grade it by hand")
+    lms = str(record["collected"].get("lms") or "the LMS")
+    if not mark:
+        return Late(due, None, False, 0, 0.0, f"on time by {lms}'s late mark", marked=True)
+    percent = min(late.max_penalty, late.penalty_per_day)
+    return Late(due, None, True, 1, percent, f"late by {lms}'s late mark; its download has no "
+                "submission time, so the penalty is for 1 started day, the least it can be",
+                marked=True)
 
 
 def finalize(record: Mapping[str, Any], points: Mapping[str, float], *,
@@ -603,7 +690,13 @@ def finalize(record: Mapping[str, Any], points: Mapping[str, float], *,
         lp = policy.late
         due = lp.due(student)
         moment, problem = submission_time(record, lp, roster)
-        if moment is None:
+        if moment is None and problem == MARKED:
+            late_info = _marked(record, due, lp, student)
+            if late_info.late:
+                warnings.append(late_info.problem)
+            base = subtotal if lp.penalty_of == "score" else total
+            penalty = _r(min(subtotal, base * late_info.percent / 100.0))
+        elif moment is None:
             late_info = Late(due, None, False, 0, 0.0, problem)
             warnings.append(f"submission time unknown ({problem}): no late penalty applied")
         else:  # in UTC: one time zone object's wall clocks would ignore a change of offset

@@ -15,6 +15,25 @@ student, with a header. Column names are read without case, spaces or dashes
 :func:`load_roster` refuses a roster that cannot identify students unambiguously (no
 ``student`` column, an empty or duplicate ``student``, a duplicate ``email`` or
 ``lms_id``), naming the lines, and changes nothing.
+
+Rosters as the LMSs export them are recognised by their headers (:data:`LAYOUTS`), with no
+``student`` column needed; the student's folder name is then taken from the LMS's own ids,
+never from a display name (two students can share a name, and a name can change):
+
+* **Canvas's gradebook export** (Grades → Export → CSV): ``Student, ID, SIS User ID, SIS
+  Login ID, [Integration ID,] Section`` then one column per assignment. ``Student`` is the
+  sortable name (``Last, First``), ``ID`` Canvas's user id (``lms_id``, which names the
+  student in Canvas's submission download). Rows whose first cell holds ``Points
+  Possible`` (and the ``Manual Posting``/``Read Only`` rows of newer exports) are not
+  students. Folder: the SIS login id when it is a plain name, else the Canvas ``ID``.
+* **Moodle's grading worksheet** (Assignment → Submissions → "Download grading worksheet"):
+  ``Identifier, Full name, Email address, Status, Grade, ..., Last modified (submission),
+  ...``. ``Identifier`` is ``Participant 123456``: the participant number that Moodle's
+  submission download puts in each folder name (``participant_id``). Folder: the email.
+* **Moodle's grade export** (Grades → Export → Plain text file) or **participants list**
+  (Participants → download table data as CSV): ``First name, Last name, [ID number, ...]
+  Email address, ...``. Folder: the email. (Neither names the participant number, so they
+  serve ``export`` but cannot match a Moodle download: give the worksheet for ``collect``.)
 """
 
 from __future__ import annotations
@@ -27,21 +46,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["RosterError", "RosterEntry", "Roster", "load_roster", "parse_roster", "student_of",
-           "column_key", "UNIQUE_COLUMNS"]
+           "column_key", "UNIQUE_COLUMNS", "LAYOUTS", "safe_folder"]
 
 #: Columns whose values must be unique when given (each names one student).
 UNIQUE_COLUMNS = ("student", "email", "lms_id", "sis_user_id", "sis_login_id", "id_number",
-                  "username")
+                  "username", "participant_id")
 #: Other names LMS exports give a column (after :func:`column_key`).
 ALIASES = {"e_mail": "email", "email_address": "email", "mail": "email",
            "first_names": "first_name", "firstname": "first_name", "given_name": "first_name",
            "lastname": "last_name", "surname": "last_name", "family_name": "last_name",
            "idnumber": "id_number", "sis_id": "sis_user_id"}
 MAX_ROSTER_BYTES = 20_000_000
+#: How each recognised layout is described in messages (which columns were used).
+LAYOUTS = {
+    "plain": "a roster with a `student` column (the students' folder names)",
+    "canvas": "Canvas's gradebook export (student folder from SIS Login ID, else ID; Canvas's "
+              "ID as lms_id)",
+    "moodle-worksheet": "Moodle's grading worksheet (student folder from Email address; "
+                        "Identifier as the participant number)",
+    "moodle": "Moodle's grade export or participants list (student folder from Email address)",
+}
+#: First cells of Canvas export rows that are not students.
+_CANVAS_NOT_STUDENTS = ("Points Possible", "Manual Posting", "Read Only")
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
 
 
 class RosterError(ValueError):
     """The roster cannot be used; the message names the line(s) and the fix."""
+
+
+def safe_folder(name: str) -> bool:
+    """Whether ``name`` can be a student's folder as it is: letters, digits and ``. _ @ + -``,
+    not starting with a dot or dash, at most 100 characters (every file system takes it)."""
+    return bool(_SAFE.fullmatch(name))
 
 
 def student_of(row_id: str) -> str:
@@ -90,6 +127,24 @@ class Roster:
     entries: dict[str, RosterEntry]
     columns: tuple[str, ...]
     source: str = ""
+    #: Which layout the file was read as (a key of :data:`LAYOUTS`).
+    layout: str = "plain"
+
+    @property
+    def described(self) -> str:
+        """The file and how it was read, for messages."""
+        return f"{self.source} (read as {LAYOUTS.get(self.layout, self.layout)})"
+
+    def by(self, column: str, value: str) -> RosterEntry | None:
+        """The student whose ``column`` is ``value`` (ids compared as written, emails without
+        case), or ``None``."""
+        key = column_key(column)
+        want = value.strip().casefold() if key == "email" else value.strip()
+        for entry in self.entries.values():
+            have = entry.get(key).strip()
+            if (have.casefold() if key == "email" else have) == want and have:
+                return entry
+        return None
 
     def __contains__(self, student: object) -> bool:
         return student in self.entries
@@ -119,6 +174,9 @@ def parse_roster(text: str, source: str = "roster") -> Roster:
         raise RosterError(f"{source} is empty: it needs a header line with a `student` column "
                           "(the students' folder names), then one line per student.")
     header = [column_key(c) for c in rows[0]]
+    layout = _layout(header)
+    if layout != "plain":
+        header, rows, lines = _from_lms(layout, header, rows, lines)
     if "student" not in header:
         shown = ", ".join(repr(c) for c in rows[0][:12])
         raise RosterError(f"{source} has no `student` column (its header is {shown}); add one "
@@ -163,7 +221,59 @@ def parse_roster(text: str, source: str = "roster") -> Roster:
         raise RosterError(f"{source} cannot be used: {'; '.join(problems[:10])}{more}. Each "
                           "student must be on one line, with ids no other student has; nothing "
                           "was changed.")
-    return Roster(entries, tuple(header), source)
+    return Roster(entries, tuple(header), source, layout)
+
+
+def _layout(header: list[str]) -> str:
+    """Which LMS export a header is (``plain`` when none, or when it has a ``student``
+    column of folder names and no LMS ids)."""
+    has = set(header)
+    if {"student", "id"} <= has and has & {"sis_login_id", "sis_user_id", "section"}:
+        return "canvas"
+    if "student" in has:
+        return "plain"
+    if {"identifier", "full_name", "email"} <= has:
+        return "moodle-worksheet"
+    if {"first_name", "last_name", "email"} <= has:
+        return "moodle"
+    return "plain"
+
+
+def _from_lms(layout: str, header: list[str], rows: list[list[str]],
+              lines: list[int]) -> tuple[list[str], list[list[str]], list[int]]:
+    """An LMS export as a roster with a ``student`` column: the header renamed (the display
+    name as ``name``, the LMS's ids as ``lms_id``/``participant_id``), rows that are not
+    students dropped, and each student's folder name from the LMS's ids."""
+    rename = {"canvas": {"student": "name", "id": "lms_id"},
+              "moodle-worksheet": {"full_name": "name", "identifier": "participant_id"},
+              "moodle": {}}[layout]
+    header = [rename.get(c, c) for c in header]
+    out_rows, out_lines = [header + ["student"]], [lines[0]]
+    for n, cells in zip(lines[1:], rows[1:], strict=True):
+        first = cells[0].strip() if cells else ""
+        if layout == "canvas" and any(word in first for word in _CANVAS_NOT_STUDENTS):
+            continue
+        values = dict(zip(header, (c.strip() for c in cells), strict=False))
+        if layout == "moodle-worksheet":
+            number = re.sub(r"\D", "", values.get("participant_id", ""))
+            cells = [number if k == "participant_id" else c
+                     for k, c in zip(header, cells, strict=False)]
+            values["participant_id"] = number
+        out_rows.append([*cells, *[""] * (len(header) - len(cells)), _folder(layout, values)])
+        out_lines.append(n)
+    return header + ["student"], out_rows, out_lines
+
+
+def _folder(layout: str, values: Mapping[str, str]) -> str:
+    """A student's folder name from the LMS's ids (``""`` when it has none)."""
+    if layout == "canvas":
+        login = values.get("sis_login_id", "")
+        return login if safe_folder(login) else values.get("lms_id", "")
+    email = values.get("email", "")
+    if safe_folder(email):
+        return email
+    number = values.get("participant_id", "")
+    return f"participant_{number}" if number else ""
 
 
 def _records(text: str, source: str) -> tuple[list[list[str]], list[int]]:

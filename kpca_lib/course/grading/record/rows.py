@@ -52,6 +52,9 @@ class Row:
     file_time: str = ""
     handed_in_as: str = ""
     sha256: str = ""
+    #: What ``kpca-course collect`` recorded of the file (the LMS's time and late mark, when
+    #: it was received): the late-work policy's default source. ``{}`` when not collected.
+    collected: dict[str, Any] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -73,7 +76,7 @@ def row_record(row: Row) -> dict[str, Any]:
         data["grader_error"] = row.grader_error
     if row.lookalikes:
         data["lookalikes"] = list(row.lookalikes)
-    for key in ("file_time", "handed_in_as", "sha256"):
+    for key in ("file_time", "handed_in_as", "sha256", "collected"):
         if getattr(row, key):
             data[key] = getattr(row, key)
     return data

@@ -298,7 +298,8 @@ def _final_counts(finals: Mapping[str, Final] | None) -> dict[str, Any]:
     return {
         "final": True,
         "late": sum(1 for f in fs if f.late is not None and f.late.late),
-        "late_unknown": sum(1 for f in fs if f.late is not None and f.late.submitted is None),
+        "late_unknown": sum(1 for f in fs if f.late is not None and f.late.submitted is None
+                                and not f.late.marked),
         "adjusted": sum(1 for f in fs if f.applied),
         "pending": sum(1 for f in fs if f.pending),
         "penalties": float(sum(f.penalty for f in fs)),
