@@ -398,3 +398,18 @@ def test_late_work_from_a_second_download_merges_with_its_lms_mark(tmp_path, cap
     assert grades[f"jmueller/{ASSIGNMENT}"]["late"] == "yes"
     assert grades[f"jmueller/{ASSIGNMENT}"]["score"] == "10.8"  # 12, 10 % off for 1 day
     assert grades[f"aliddell/{ASSIGNMENT}"]["late"] == "no"
+
+
+def test_a_roster_without_the_id_a_format_needs_is_said_so_not_missing(tmp_path, capsys):
+    """A Canvas roster has no emails: the Moodle file cannot name its students. They are in
+    the roster, so the message says which id is lacking, not "no roster entry"."""
+    roster = tmp_path / "canvas-gradebook.csv"
+    roster.write_text(CANVAS_ROSTER, encoding="utf-8")
+    subs, out = collect_grade_export(tmp_path, canvas_download(tmp_path), roster, [], "canvas")
+    capsys.readouterr()
+    assert cli("export", "--out", str(out), "--format", "all", "--allow-missing") == 0
+    err = capsys.readouterr().err
+    assert "no roster entry" not in err
+    assert "left out of export/moodle-import.csv: their roster entry lacks the id" in err
+    assert cli("export", "--out", str(out), "--format", "canvas", "--format", "moodle") == 5
+    assert cli("export", "--out", str(out), "--format", "canvas") == 4  # cann2, Test Student

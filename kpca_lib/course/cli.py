@@ -289,6 +289,9 @@ def _export(args: argparse.Namespace) -> int:
         (done.duplicates, "row(s) of a student with several rows (left out of the LMS files, "
          "which hold one grade per student: keep one row per student)"),
     ]
+    for name, rows in done.unidentified.items():
+        lists.append((rows, f"row(s) left out of {name}: their roster entry lacks the id it "
+                      "needs (Canvas: ID, SIS User ID or SIS Login ID; Moodle: an email)"))
     for items, what in lists:
         if items:
             shown = ", ".join(repr(i) for i in items[:20])
@@ -315,7 +318,8 @@ def _export_status(args: argparse.Namespace, done: Any) -> int:
              "roster (--roster) against the gradebook's student folders.", sys.stderr)
         return EXIT_EMPTY
     lms = any(not name.endswith("grades-with-ids.csv") for name in done.files)
-    left = lms and (done.unmatched or done.absent or done.held or done.duplicates)
+    left = lms and (done.unmatched or done.unidentified or done.absent or done.held
+                    or done.duplicates)
     if left and not args.allow_missing:
         _say("kpca-course export: the LMS file(s) leave out the rows or students listed above "
              "(exit 4); fix them, or pass --allow-missing when that is intended.", sys.stderr)

@@ -201,6 +201,8 @@ class Exported:
     out: Path
     files: dict[str, int] = field(default_factory=dict)
     unmatched: list[str] = field(default_factory=list)
+    #: Rows whose roster entry lacks the id one LMS file needs: ``export/<file>`` -> row ids.
+    unidentified: dict[str, list[str]] = field(default_factory=dict)
     absent: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
@@ -281,7 +283,7 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
                                     column=moodle_column or f"Assignment: {assignment} (Real)",
                                     feedback={f.row: summary_line(f) for f in finals})
             _take(done, book, EXPORT_FILES[fmt], result, allow_missing and fmt != "plain",
-                  written)
+                  roster, written)
         if written:
             done.errors += book.write_tree(EXPORT, written)
         done.adjustments = sum(len(f.applied) for f in finals)
@@ -290,9 +292,10 @@ def export_gradebook(out: Path, *, formats: Sequence[str] = ("plain",),
 
 
 def _take(done: Exported, book: Gradebook, name: str, result: Any, allow_missing: bool,
-          written: dict[tuple[str, str], bytes]) -> None:
+          roster: Roster | None, written: dict[tuple[str, str], bytes]) -> None:
     """Add one export file to what is written (an LMS file with no student only as
-    :func:`_empty_file` allows) and what it left out to ``done``'s lists."""
+    :func:`_empty_file` allows) and what it left out to ``done``'s lists: a row without a
+    roster entry to ``unmatched``, one whose entry lacks this file's id to ``unidentified``."""
     why = None if name == EXPORT_FILES["plain"] or result.rows else _empty_file(
         book, name, allow_missing)
     if why is not None:
@@ -300,7 +303,11 @@ def _take(done: Exported, book: Gradebook, name: str, result: Any, allow_missing
     else:
         written[("", name)] = result.text.encode("utf-8")
         done.files[f"export/{name}"] = result.rows
-    for mine, theirs in ((done.unmatched, result.unmatched), (done.absent, result.absent),
+    nobody = [r for r in result.unmatched if roster is None or student_of(r) not in roster]
+    lacking = [r for r in result.unmatched if r not in nobody]
+    if lacking:
+        done.unidentified[f"export/{name}"] = lacking
+    for mine, theirs in ((done.unmatched, nobody), (done.absent, result.absent),
                          (done.pending, result.pending), (done.held, result.held),
                          (done.duplicates, result.duplicates)):
         mine.extend(x for x in theirs if x not in mine)

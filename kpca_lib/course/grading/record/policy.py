@@ -628,7 +628,8 @@ def _marked(record: Mapping[str, Any], due: datetime, late: LatePolicy,
     if student in late.extensions and mark:
         return Late(due, None, False, 0, 0.0, "the LMS marks it late, but it has an extension "
                     "here and the LMS's download has no time to compare; grade it by hand")
-    lms = str(record["collected"].get("lms") or "the LMS")
+    lms = {"canvas": "Canvas", "moodle": "Moodle"}.get(
+        str(record["collected"].get("lms")), "the LMS")
     if not mark:
         return Late(due, None, False, 0, 0.0, f"on time by {lms}'s late mark", marked=True)
     percent = min(late.max_penalty, late.penalty_per_day)
