@@ -34,7 +34,12 @@ import pytest
 from test_grading import ASSIGNMENT, cell, student_copy
 
 from kpca_lib.course.cli import main
-from kpca_lib.course.grading.record.collect import CollectOptions, collect, collected_entry
+from kpca_lib.course.grading.record.collect import (
+    CollectOptions,
+    collect,
+    collected_entry,
+    load_collected,
+)
 from kpca_lib.course.grading.record.lms_names import CANVAS, read_name
 from kpca_lib.course.grading.record.policy import parse_policy, submission_time
 from kpca_lib.course.grading.record.roster import RosterError, parse_roster
@@ -276,13 +281,13 @@ def test_a_pattern_for_any_other_platform(tmp_path):
     done = collect(download, tmp_path / "subs", None, options)
     assert sorted(done.written) == [f"alice/{ASSIGNMENT}.ipynb", f"bob/{ASSIGNMENT}.ipynb"]
     sha = __import__("hashlib").sha256(nb).hexdigest()
-    entry = collected_entry(tmp_path / "subs", f"bob/{ASSIGNMENT}.ipynb", sha)
+    entry = collected_entry(load_collected(tmp_path / "subs"), f"bob/{ASSIGNMENT}.ipynb", sha)
     assert entry["lms_time"] == "2026-12-03T10:00:00+01:00"
     policy = parse_policy(POLICY)
     when, _ = submission_time({"submission": "bob/x", "collected": entry}, policy.late)
     assert when == datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
     # a file changed after collection has no LMS time
-    changed = collected_entry(tmp_path / "subs", f"bob/{ASSIGNMENT}.ipynb", "0" * 64)
+    changed = collected_entry(load_collected(tmp_path / "subs"), f"bob/{ASSIGNMENT}.ipynb", "0" * 64)
     assert submission_time({"submission": "bob/x", "collected": changed}, policy.late)[0] is None
 
 

@@ -20,14 +20,13 @@ The ``feedback/`` files beside ``grades.json`` stay the grader's own record of e
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record.gradebook import ARCHIVES, EXPORT, STUDENTS, Gradebook, peek
+from ..record.gradebook import ARCHIVES, EXPORT, INDEX, INDEX_SIG, STUDENTS, Gradebook, peek
 from ..record.policy import (
     ADJUSTMENTS_FILE,
     POLICY_FILE,
@@ -40,7 +39,7 @@ from ..record.policy import (
     unknown_extensions,
 )
 from ..record.roster import Roster, RosterError, load_roster, student_of
-from ..record.seal import seal_key, signature
+from ..record.seal import seal_key, sealed, signature
 from ..record.summary import Summary, summarize, summary_markdown, summary_png
 from .feedback import feedback_html, feedback_markdown, student_paths, zip_folder
 
@@ -63,18 +62,16 @@ class Refreshed:
     warnings: list[str] = field(default_factory=list)
 
 
-#: ``students/index.json``: row id → its folder and files. Read back at the next refresh, so
-#: that names handed back once stay (a newcomer whose name clashes gets the ``~hash``).
-INDEX = "index.json"
-#: ``students/index.json.sig``: the index's HMAC-SHA256 under a key drawn from the grading
-#: secret (which lives outside the gradebook folder). An index whose signature does not match
-#: was edited (or written by another secret): its names are not used, and the refresh says so.
-INDEX_SIG = "index.json.sig"
+#: ``students/index.json`` (:data:`~..record.gradebook.INDEX`): read back at the next refresh,
+#: so that names handed back once stay (a newcomer whose name clashes gets the ``~hash``).
+#: ``index.json.sig`` seals it under a key drawn from the grading secret (which lives outside
+#: the gradebook folder). An index whose seal does not hold was edited (or written with
+#: another secret): its names are not used, and the refresh says so.
 
 
 def _index_key() -> bytes | None:
     """The key that seals ``students/index.json`` (:func:`~..record.seal.seal_key`)."""
-    return seal_key("students/index.json")
+    return seal_key(f"{STUDENTS}/{INDEX}")
 
 
 def _signature(data: bytes, key: bytes) -> bytes:
@@ -90,12 +87,12 @@ def _signed_index(data: bytes | None, sig: bytes | None) -> tuple[bytes | None, 
     if key is None:
         return None, (f"{STUDENTS}/{INDEX} cannot be verified (no grading secret: "
                       "$KPCA_GRADING_SECRET or ~/.config/kpca-course/grading-secret)")
-    if sig is None or not hmac.compare_digest(sig.strip(), _signature(data, key).strip()):
-        return None, (f"{STUDENTS}/{INDEX} was changed outside kpca-course (its signature, "
-                      f"{STUDENTS}/{INDEX_SIG}, {'is missing' if sig is None else 'does not match'}"
-                      "; or it was written with another grading secret, or by an older "
-                      "kpca-course): its names were not used, every row's feedback was placed "
-                      "after its row id again, and the index was rewritten")
+    why = sealed(data, sig, key)
+    if why:
+        return None, (f"{STUDENTS}/{INDEX} was changed outside kpca-course ({why}, "
+                      f"{STUDENTS}/{INDEX_SIG}; or it was written with another grading secret, "
+                      "or by an older kpca-course): its names were not used, every row's "
+                      "feedback was placed after its row id again, and the index was rewritten")
     return data, ""
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from ..config import GradeConfig, Mode
 from ..handback.feedback import crash_feedback, record_feedback, row_feedback
 from ..judge.notebooks import Solution
-from ..record.collect import collected_entry
+from ..record.collect import collected_entry, load_collected
 from ..record.gradebook import (
     Gradebook,
     GradebookWriteError,
@@ -324,6 +324,7 @@ def _read_all(config: GradeConfig, plan: Plan, todo: list[tuple[int, Path, str]]
     """A row for each submission to grade; those that cannot run are recorded at once."""
     similar = {rid: [o for o in g if o != rid] for g in plan.batch.lookalikes for rid in g}
     links = link_counts(plan.paths, plan.base)
+    collected = load_collected(plan.base)  # what kpca-course collect recorded, read once
     subs = []
     for i, path, rid in todo:
         row = _new_row(config, plan, solution, path, rid, similar)
@@ -333,7 +334,7 @@ def _read_all(config: GradeConfig, plan: Plan, todo: list[tuple[int, Path, str]]
             grader_failure(row, describe(exc))
             sub = None
         if row.sha256:
-            row.collected = collected_entry(plan.base, row.handed_in_as, row.sha256) or {}
+            row.collected = collected_entry(collected, row.handed_in_as, row.sha256) or {}
         if sub is not None and config.regrade is not None:  # only its export cell runs
             sub.done.update(q for q in solution.questions if q != config.regrade)
         if sub is None:

@@ -36,7 +36,7 @@ from .policy import format_time
 from .roster import Roster, safe_folder
 
 __all__ = ["MANIFEST", "CollectOptions", "Candidate", "Collected", "collect",
-           "collected_entry", "MAX_FILE_BYTES"]
+           "collected_entry", "load_collected", "MAX_FILE_BYTES"]
 
 MANIFEST = "collected.json"
 FORMAT = "kpca-course collect"
@@ -359,15 +359,22 @@ def collect(download: Path, out: Path, roster: Roster | None, options: CollectOp
 
 
 # --------------------------------------------------------------------------- grading
-def collected_entry(root: Path, handed_in_as: str, sha256: str) -> dict[str, Any] | None:
-    """What ``collect`` recorded of the file ``handed_in_as`` (relative to ``root``), for the
-    gradebook row: ``None`` when ``root`` holds no collect record of it. A file changed since
-    it was collected gets ``{"changed": True}``: its LMS time is not its own."""
+def load_collected(root: Path) -> dict[str, Any]:
+    """The entries ``collect`` recorded in ``root`` (read once per batch): handed-in path ->
+    entry; ``{}`` when ``root`` holds no collect record (or one that cannot be read)."""
     try:
         manifest = _read_manifest(root)
     except ValueError:
-        return None
-    entry = manifest.get("entries", {}).get(handed_in_as)
+        return {}
+    return dict(manifest.get("entries", {}))
+
+
+def collected_entry(entries: dict[str, Any], handed_in_as: str,
+                    sha256: str) -> dict[str, Any] | None:
+    """What ``collect`` recorded of the file ``handed_in_as`` (:func:`load_collected`'s
+    ``entries``), for the gradebook row: ``None`` when it was not collected. A file changed
+    since it was collected gets ``{"changed": True}``: its LMS time is not its own."""
+    entry = entries.get(handed_in_as)
     if not isinstance(entry, dict):
         return None
     if entry.get("sha256") != sha256:

@@ -68,6 +68,8 @@ __all__ = [
     "atomic_write",
     "GENERATED",
     "STUDENTS",
+    "INDEX",
+    "INDEX_SIG",
     "ARCHIVES",
     "EXPORT",
     "TRASH",
@@ -92,6 +94,10 @@ GENERATED = ("summary.md", "summary.png")
 #: The hand-back tree: ``students/<student>/<row>.md|.html`` (and ``.zip`` archives), rebuilt
 #: from ``grades.json`` and the instructor's policy after every batch and export.
 STUDENTS = "students"
+#: ``students/index.json``: row id -> its folder and files in the hand-back tree, and
+#: ``index.json.sig``, its seal (:mod:`.seal`, under the purpose ``students/index.json``).
+INDEX = "index.json"
+INDEX_SIG = "index.json.sig"
 #: ``archives/<student>.zip``: each student's folder of :data:`STUDENTS` as one file to upload.
 ARCHIVES = "archives"
 #: ``export/<file>.csv``: the final grades in the formats an LMS imports (``kpca-course export``).

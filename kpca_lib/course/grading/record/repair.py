@@ -32,7 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from ..text import visible
-from .gradebook import STATUSES, STUDENTS, TRASH, Gradebook, feedback_name, format_points, peek
+from .gradebook import (
+    INDEX,
+    INDEX_SIG,
+    STATUSES,
+    STUDENTS,
+    TRASH,
+    Gradebook,
+    feedback_name,
+    format_points,
+    peek,
+)
 from .policy import (
     ADJUSTMENTS_FILE,
     Adjustment,
@@ -64,7 +74,7 @@ __all__ = [
 
 #: One JSON object a line: what was taken out, renamed or restored, when and why.
 LOG = f"{TRASH}/log.jsonl"
-INDEX = f"{STUDENTS}/index.json"  # the hand-back tree's names (handback.trees.INDEX)
+INDEX_PATH = f"{STUDENTS}/{INDEX}"  # the hand-back tree's names, sealed as such
 
 
 class RepairError(ValueError):
@@ -166,12 +176,12 @@ def _pages(book: Gradebook, ids: Sequence[str], warnings: list[str]) -> list[str
     """The hand-back pages (``students/<student>/<row>.html|.md``) of ``ids``, from
     ``students/index.json`` when its seal holds (an edited index could name another
     student's pages); else none, and ``warnings`` says so."""
-    data = book.read_file(INDEX)
+    data = book.read_file(INDEX_PATH)
     if data is None:
         return []
-    why = sealed(data, book.read_file(INDEX + ".sig"), seal_key(INDEX))
+    why = sealed(data, book.read_file(f"{STUDENTS}/{INDEX_SIG}"), seal_key(INDEX_PATH))
     if why:
-        warnings.append(f"{INDEX} is not verified ({why}): the rows' hand-back pages were "
+        warnings.append(f"{INDEX_PATH} is not verified ({why}): the rows' hand-back pages were "
                         f"left in {STUDENTS}/; remove them by hand")
         return []
     try:
