@@ -15,18 +15,16 @@ device, and every array it returns or keeps is of that namespace and device.
    wide Gaussian stored as ``K − 1`` (``expm1``), zero cosine rows give 0.
 2. **Centring** in place: ``K_c = K − 1 r̄ᵀ − r̄ 1ᵀ + ḡ`` (row means ``r̄``, grand
    mean ``ḡ``), both kept for ``transform``'s test-kernel centring.
-3. **Top-k eigenpairs**: block subspace iteration with Rayleigh–Ritz
-   (:func:`subspace_iteration`): ``Y = K_c Q``, ``H = QᵀY``, ``eigh(H)``, Ritz
-   pairs and their residuals ``‖K_c u − θu‖`` after every product, until every
-   one of the ``k`` wanted residuals is below ``max(tol·‖K_c‖, rounding level)``;
-   block ``k + max(k//2, 10)``, deterministic start (``random_state``). Or
-   ``xp.linalg.eigh`` of the whole matrix (``eigen_solver="dense"``, and
-   ``"auto"`` when the block would cover half the matrix).
-4. **Verified** as on the CPU (:func:`verify_on_device`, the checks of
-   :func:`kpca_lib._verify.verify_eigenpairs`): count, order, finiteness,
-   orthonormality, residuals from a fresh product, and a block Krylov search
-   of the complement ``(I − UUᵀ)K_c(I − UUᵀ)`` for a missed eigenvalue. A result
-   that does not verify raises :class:`kpca_lib._eigen.EigenpairsNotVerifiedError`.
+3. **Top-k eigenpairs** by the solvers and the verification every namespace shares
+   (:func:`kpca_lib._eigen.top_eigh_operator` with ``like=``, written once against
+   the Array API): the randomized subspace iteration of :mod:`kpca_lib._randomized`
+   for every iterative request, ``xp.linalg.eigh`` of the whole matrix for
+   ``eigen_solver="dense"`` (and when ``"auto"``'s first choice does not verify),
+   each result checked by :func:`kpca_lib._verify.verify_eigenpairs` (count,
+   order, orthonormality, residuals, a block Krylov search of the complement for
+   a missed eigenvalue). Only the kernel operator (:class:`DenseOperator`) is this
+   module's: the NumPy path's is the half-stored, threaded
+   :class:`kpca_lib._blocked.SymmetricPanels`.
 
 The eigenvalues are classified on the host (``k`` numbers) by the CPU code
 (:func:`kpca_lib._exact._classify`): rounding-level ones become 0, clearly
@@ -37,7 +35,7 @@ library beyond NumPy is ever imported by this module.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -48,17 +46,10 @@ from sklearn.externals.array_api_compat import array_namespace
 from sklearn.utils._array_api import _convert_to_numpy, _is_numpy_namespace, get_namespace
 
 from ._blocked import KernelStats
-from ._eigen import Attempt, EigenpairsNotVerifiedError
-from ._exact import (
-    ExactResult,
-    _check_float32_accuracy,
-    _classify,
-    _rounding_bound,
-    nothing_positive_message,
-    warn_nothing_to_project,
-)
-from ._validation import check_nonnegative, check_random_state, detached
-from ._verify import EXHAUSTED, ORTHONORMALITY_TOL, Verification, residual_bound
+from ._eigen import record_solver_reports, top_eigh_operator
+from ._exact import ExactResult, _Eigenpairs, _rounding_bound, _smallest_eigenvalue, finish
+from ._validation import check_nonnegative, detached
+from ._xp import device, to_host
 from .kernels import KERNELS, KernelSpec, check_kernel_values
 
 __all__ = [
@@ -68,8 +59,7 @@ __all__ = [
     "DevicePreimageMap",
     "device_namespace",
     "build_kernel",
-    "subspace_iteration",
-    "verify_on_device",
+    "DenseOperator",
     "fit_device",
     "transform_device",
     "inverse_transform_device",
@@ -88,10 +78,6 @@ _TEMPORARIES = 4
 _EPS64 = float(np.finfo(np.float64).eps)
 _EPS32 = float(np.finfo(np.float32).eps)
 
-#: Default cap on matrix–vector products: this many passes over the block, at least _MIN_PRODUCTS.
-_MAX_PASSES, _MIN_PRODUCTS = 200, 4000
-#: Passes without halving the worst residual after which the iteration has stagnated.
-_PATIENCE = 25
 
 
 # -- namespace and device ---------------------------------------------------------------
@@ -112,15 +98,6 @@ def device_namespace(X: object) -> ModuleType | None:
     return xp
 
 
-def _device(x: Any) -> Any:
-    return x.device
-
-
-def _to_host(x: Any, xp: ModuleType) -> np.ndarray:
-    """A (small) device array as a float64 NumPy array on the host."""
-    return np.asarray(_convert_to_numpy(x, xp), dtype=np.float64)
-
-
 def _from_host(a: np.ndarray, xp: ModuleType, device: Any, dtype: Any) -> Any:
     return xp.asarray(np.ascontiguousarray(a), dtype=dtype, device=device)
 
@@ -137,7 +114,7 @@ def _float_dtype(X: Any, xp: ModuleType) -> Any:
     """float32 stays float32, float64 stays; anything else becomes the widest float of the device."""
     if X.dtype == xp.float32 or X.dtype == xp.float64:
         return X.dtype
-    return xp.float64 if _has_float64(xp, _device(X)) else xp.float32
+    return xp.float64 if _has_float64(xp, device(X)) else xp.float32
 
 
 def _eps(dtype: Any, xp: ModuleType) -> float:
@@ -341,7 +318,7 @@ def _symmetric_diagonal(P: Any, j: int, xp: ModuleType, *, zero: bool) -> Any:
     D = P[:, j : j + m]
     D = 0.5 * (D + xp.matrix_transpose(D))
     if zero:
-        i = xp.arange(m, device=_device(P))
+        i = xp.arange(m, device=device(P))
         D = xp.where(i[:, None] == i[None, :], xp.zeros_like(D), D)
     return xp.concat([P[:, :j], D, P[:, j + m :]], axis=1)
 
@@ -371,7 +348,7 @@ def build_kernel(prep: _Prepared, xp: ModuleType, *, budget: int | None = None) 
     """
     budget = BLOCK_BYTES if budget is None else budget
     B = prep.right
-    n, dtype, dev = B.shape[0], B.dtype, _device(B)
+    n, dtype, dev = B.shape[0], B.dtype, device(B)
     left_all, sq_all = prep.right, prep.sq
     K = xp.empty((n, n), dtype=dtype, device=dev)
     rows = _rows_per_block(n, _itemsize(dtype, xp), budget)
@@ -410,413 +387,56 @@ def center_inplace(K: Any, xp: ModuleType) -> tuple[Any, Any]:
     return row_means, grand_mean
 
 
-# -- the eigensolver ----------------------------------------------------------------------
-
-
-def _start_block(n: int, b: int, seed: int, xp: ModuleType, device: Any, dtype: Any) -> Any:
-    """A deterministic Gaussian block (drawn on the host, ``n×b`` numbers, moved once)."""
-    G = np.random.default_rng(seed).standard_normal((n, b))
-    return _from_host(G, xp, device, dtype)
-
-
-def _norms(R: Any, xp: ModuleType) -> Any:
-    return xp.sqrt(xp.sum(R * R, axis=0))
+# -- the kernel operator ------------------------------------------------------------------
 
 
 @dataclass
-class _Iteration:
-    theta: Any  # (k,) descending
-    U: Any  # (n, k)
-    converged: bool
-    why: str
-    products: int
-    scale: float
+class DenseOperator:
+    """The centred kernel held dense on its device, as the shared solvers see it.
 
-
-def _descending(theta: Any, S: Any, xp: ModuleType, k: int) -> tuple[Any, Any]:
-    """The last ``k`` (largest) of ascending eigenpairs, in descending order."""
-    m = theta.shape[0]
-    return xp.flip(theta[m - k :], axis=0), xp.flip(S[:, m - k :], axis=1)
-
-
-def subspace_iteration(
-    matmat: Any,
-    n: int,
-    k: int,
-    b: int,
-    xp: ModuleType,
-    *,
-    device: Any,
-    dtype: Any,
-    tol: float,
-    max_products: int,
-    dtype_eps: float,
-    matrix_norm: float,
-    seed: int = 0,
-    start: Any = None,
-) -> _Iteration:
-    """Top-``k`` eigenpairs of a symmetric operator by block subspace iteration with Rayleigh–Ritz.
-
-    Each pass: ``Y = A Q`` (one product with ``b`` columns), ``H = QᵀY``,
-    ``θ, S = eigh(H)``, Ritz vectors ``U = QS`` with images ``AU = YS`` (by
-    linearity), residuals ``‖AU − Uθ‖`` of the ``k`` largest; stop when each is
-    ``≤ residual_bound(‖A‖, tol)`` (:func:`kpca_lib._verify.residual_bound`),
-    else ``Q = qr(AU + sU)`` with ``s = max(0, −θ_min)`` (a shift that keeps the
-    largest *algebraic* eigenvalues dominant for an indefinite kernel).
+    ``matmat(V) = K_c @ V`` in ``V``'s dtype (the solvers work in the device's
+    widest float; a float32 kernel is multiplied in float32), ``matrix`` for the
+    dense solver, and the norm and precision of what is stored.
     """
-    Q = _start_block(n, b, seed, xp, device, dtype)
-    if start is not None and start.shape[1]:
-        s = min(start.shape[1], b)
-        Q = xp.concat([start[:, :s], Q[:, s:]], axis=1)
-    Q, _ = xp.linalg.qr(Q)
-    products, scale = 0, float(np.finfo(np.float64).tiny)
-    best, since_best = math.inf, 0
-    while True:
-        Y = matmat(Q)
-        products += b
-        H = xp.matrix_transpose(Q) @ Y
-        H = 0.5 * (H + xp.matrix_transpose(H))
-        theta_all, S = xp.linalg.eigh(H)
-        theta_host = _to_host(theta_all, xp)
-        scale = max(scale, float(np.max(np.abs(theta_host))))
-        theta, Sk = _descending(theta_all, S, xp, k)
-        U = Q @ Sk
-        AU = Y @ Sk
-        residuals = _to_host(_norms(AU - U * theta[None, :], xp), xp)
-        bound = residual_bound(scale, tol, n, dtype_eps=dtype_eps, matrix_norm=matrix_norm)
-        worst = float(np.max(residuals))
-        if worst <= bound:
-            return _Iteration(theta, U, True, "", products, scale)
-        if worst < 0.5 * best:
-            best, since_best = worst, 0
-        else:
-            since_best += 1
-        if products >= max_products or since_best > _PATIENCE:
-            why = "stagnated after" if since_best > _PATIENCE else "did not converge in"
-            return _Iteration(theta, U, False, why, products, scale)
-        shift = max(0.0, -float(theta_host[0]))
-        Q, _ = xp.linalg.qr(Y @ S + shift * (Q @ S) if shift else Y)
+
+    matrix: Any
+    frobenius_norm: float
+    dtype_eps: float
+
+    def matmat(self, V: Any) -> Any:
+        K = self.matrix
+        if V.dtype == K.dtype:
+            return K @ V
+        xp = array_namespace(K)
+        return xp.astype(K @ xp.astype(V, K.dtype), V.dtype)
 
 
-def _project_out(Z: Any, U: Any, xp: ModuleType) -> Any:
-    for _ in range(2):
-        Z = Z - U @ (xp.matrix_transpose(U) @ Z)
-    return Z
-
-
-def verify_on_device(
-    matmat: Any,
-    n: int,
-    k: int,
-    theta: Any,
-    U: Any,
-    xp: ModuleType,
-    *,
-    tol: float,
-    norm_estimate: float | None,
-    matrix_norm: float | None,
-    dtype_eps: float,
-    orthonormality_tol: float = ORTHONORMALITY_TOL,
-    check_block: int = 4,
-    min_passes: int = 3,
-    max_passes: int = 6,
-    seed: int = 12345,
-) -> Verification:
-    """The checks of :func:`kpca_lib._verify.verify_eigenpairs`, in ``xp`` on ``U``'s device.
-
-    Count and shapes, finiteness, descending order, ``max|UᵀU − I|``, residuals
-    ``‖A u − θ u‖`` from a fresh product (shared with the first step of the
-    deflation check), and a block Krylov search (Rayleigh–Ritz) of
-    ``(I − UUᵀ) A (I − UUᵀ)`` from a random block orthogonal to ``U``: a Ritz
-    value above ``θ_k`` beyond the slack is a missed eigenvalue.
-    """
-    report = Verification(ok=False)
-    if tuple(theta.shape) != (k,) or tuple(U.shape) != (n, k):
-        report.failures.append(
-            f"wrong number of eigenpairs: {tuple(theta.shape)} eigenvalues and eigenvectors of "
-            f"shape {tuple(U.shape)} for k = {k}, n = {n}"
-        )
-        return report
-    th = _to_host(theta, xp)
-    if not (np.all(np.isfinite(th)) and bool(xp.all(xp.isfinite(U)))):
-        report.failures.append("non-finite eigenvalues or eigenvectors (NaN or inf)")
-        return report
-    if k > 1 and np.any(np.diff(th) > 0):
-        report.failures.append("eigenvalues are not in descending order")
-    dev, dtype = _device(U), U.dtype
-    eye = xp.eye(k, dtype=dtype, device=dev)
-    report.orthonormality = float(xp.max(xp.abs(xp.matrix_transpose(U) @ U - eye)))
-    if report.orthonormality > orthonormality_tol:
-        report.failures.append(
-            f"eigenvectors are not orthonormal: max|UᵀU − I| = {report.orthonormality:.2g} "
-            f"> {orthonormality_tol:.0e}"
-        )
-    p = min(check_block, n - k)
-    if p > 0:
-        Z = _project_out(_start_block(n, p, seed, xp, dev, dtype), U, xp)
-        Z, _ = xp.linalg.qr(Z)
-        Y = matmat(xp.concat([U, Z], axis=1))
-        AU, AZ = Y[:, :k], Y[:, k:]
-    else:
-        AU, AZ = matmat(U), None
-    report.n_products += k + max(p, 0)
-    residuals = _to_host(_norms(AU - U * theta[None, :], xp), xp)
-    report.max_residual = float(np.max(residuals))
-    norm = max(float(np.max(np.abs(th))), 0.0 if norm_estimate is None else float(norm_estimate))
-    if p > 0:
-        Q, AQ = Z, _project_out(AZ, U, xp)
-        passes, width = 1, p
-        while True:
-            H = xp.matrix_transpose(Q) @ AQ
-            H = 0.5 * (H + xp.matrix_transpose(H))
-            mu_all, S = xp.linalg.eigh(H)
-            mu = _to_host(mu_all, xp)
-            norm = max(norm, float(np.max(np.abs(mu))))
-            slack = 2.0 * residual_bound(norm, tol, n, dtype_eps=dtype_eps, matrix_norm=matrix_norm)
-            top = S[:, -1:]
-            rho = float(xp.sum((AQ @ top - (Q @ top) * mu_all[-1]) ** 2)) ** 0.5
-            report.deflated_top = float(mu[-1])
-            if report.deflated_top > th[-1] + slack:
-                above = int(np.sum(mu > th[-1] + slack))
-                report.missed = Q @ S[:, S.shape[1] - above :]
-                break
-            resolved = report.deflated_top + rho <= th[-1] + slack
-            if passes >= max_passes or (passes >= min_passes and resolved) or Q.shape[1] >= n - k:
-                break
-            W = _project_out(_project_out(AQ[:, AQ.shape[1] - width :], U, xp), Q, xp)
-            W, R = xp.linalg.qr(W)
-            # Only new directions that are zero to float64 precision end the check early
-            # (as on the CPU, kpca_lib._verify.EXHAUSTED): a missed eigenvalue far below ‖A‖
-            # but above θ_k shows in a random block only with a weight of about 1/√n.
-            if float(xp.max(xp.abs(xp.linalg.diagonal(R)))) <= EXHAUSTED * max(norm, 1e-300):
-                break  # the Krylov space of the complement is exhausted
-            W, _ = xp.linalg.qr(_project_out(_project_out(W, U, xp), Q, xp))
-            AW = matmat(W)
-            report.n_products += W.shape[1]
-            passes, width = passes + 1, W.shape[1]
-            Q = xp.concat([Q, W], axis=1)
-            AQ = xp.concat([AQ, _project_out(AW, U, xp)], axis=1)
-    bound = residual_bound(norm, tol, n, dtype_eps=dtype_eps, matrix_norm=matrix_norm)
-    report.residual_bound = bound
-    if report.max_residual > bound:
-        worst = int(np.argmax(residuals))
-        report.failures.append(
-            f"residual too large: ‖A u − θ u‖ = {report.max_residual:.3g} for eigenvalue "
-            f"{worst + 1} (θ = {th[worst]:.6g}) > {bound:.3g} = max(tol·‖A‖, rounding level) "
-            f"with tol = {tol:.2g}, ‖A‖ ≈ {norm:.4g}"
-        )
-    if report.missed is not None:
-        report.failures.append(
-            f"missed eigenvalue(s): the complement of the {k} returned eigenvectors still holds "
-            f"{report.missed.shape[1]} direction(s) with Rayleigh quotient up to "
-            f"{report.deflated_top:.6g} > θ_k = {th[-1]:.6g} (a repeated or clustered "
-            "eigenvalue the solver did not resolve)"
-        )
-    report.ok = not report.failures
-    return report
-
-
-def _flip_signs(V: Any, xp: ModuleType) -> Any:
-    """Largest-magnitude entry of every column positive (:func:`kpca_lib._eigen.flip_signs`)."""
-    idx = xp.argmax(xp.abs(V), axis=0)
-    picked = xp.linalg.diagonal(xp.take(V, idx, axis=0))
-    signs = xp.where(picked < 0, -xp.ones_like(picked), xp.ones_like(picked))
-    return V * signs[None, :]
-
-
-@dataclass
-class _Solve:
-    theta: Any
-    U: Any
-    solver: str
-    attempts: list[Attempt] = field(default_factory=list)
-    smallest: float | None = None  # of the whole K_c, when asked for (indefinite kernels)
-
-
-def smallest_eigenvalue_bound(
-    matmat: Any,
-    n: int,
-    xp: ModuleType,
-    *,
-    device: Any,
-    dtype: Any,
-    dtype_eps: float,
-    matrix_norm: float,
-) -> float:
-    """An upper bound of the smallest eigenvalue of a symmetric operator (to report a non-PSD kernel).
-
-    Informative, as the CPU path's loose ARPACK run: minus the largest Ritz value of
-    ``−A`` after a short block subspace iteration (8 columns, residuals to ``1e-3``). A
-    Rayleigh quotient of ``−A`` never exceeds ``−λ_min``, so the value returned is at
-    least ``λ_min`` whether or not the iteration converged: a negative one proves a
-    negative eigenvalue, and the CPU path's warning then names it.
-    """
-    b = min(n, 8)
-    it = subspace_iteration(
-        lambda V: -matmat(V),
-        n,
-        1,
-        b,
-        xp,
-        device=device,
-        dtype=dtype,
-        tol=1e-3,
-        max_products=40 * b,
-        dtype_eps=dtype_eps,
-        matrix_norm=matrix_norm,
-        seed=2024,
-    )
-    return -float(_to_host(it.theta, xp)[0])
-
-
-def _block_size(k: int, n: int) -> int:
-    return min(n, k + max(k // 2, 10))
+def _work_like(K: Any, xp: ModuleType) -> Any:
+    """An empty array of the dtype and device the solvers work in (float64 where available)."""
+    dev = device(K)
+    work = xp.float64 if _has_float64(xp, dev) else K.dtype
+    return xp.zeros((1,), dtype=work, device=dev)
 
 
 def solve_top(
-    K_c: Any,
-    k: int,
-    xp: ModuleType,
-    *,
-    requested: str,
-    tol: float | None,
-    max_iter: int | None,
-    seed: int,
-    dtype_eps: float,
-    matrix_norm: float,
-    smallest: bool = False,
-) -> _Solve:
-    """Verified top-``k`` eigenpairs of the centred kernel on its device, or raise.
-
-    ``smallest=True`` also bounds the smallest eigenvalue of the whole ``K_c`` (exact
-    from the dense solver, :func:`smallest_eigenvalue_bound` otherwise), for the warning
-    of an indefinite kernel.
-    """
-    n, dev = K_c.shape[0], _device(K_c)
-    work = xp.float64 if _has_float64(xp, dev) else K_c.dtype
-    work_eps = _eps(work, xp)
-    orth_tol = ORTHONORMALITY_TOL if work == xp.float64 else max(1e-5, 10 * math.sqrt(n) * work_eps)
-    if dtype_eps > _EPS64:  # a float32 kernel: ask no more than it holds (the CPU rule)
-        rtol = max(1e-6 if tol is None else tol, 10.0 * _EPS32)
-    else:
-        rtol = 1e-10 if tol is None else tol
-
-    def matmat(V: Any) -> Any:
-        if V.dtype == K_c.dtype:
-            return K_c @ V
-        return xp.astype(K_c @ xp.astype(V, K_c.dtype), V.dtype)
-
-    b = _block_size(k, n)
-    dense = requested == "dense" or k >= n or 2 * b >= n
-    result = _Solve(None, None, "dense" if dense else "subspace")
-    max_products = max(_MAX_PASSES * b, _MIN_PRODUCTS) if max_iter is None else int(max_iter)
-    if not dense:
-        start = None
-        for attempt in range(2):
-            it = subspace_iteration(
-                matmat,
-                n,
-                k,
-                b,
-                xp,
-                device=dev,
-                dtype=work,
-                tol=rtol,
-                max_products=max_products,
-                dtype_eps=dtype_eps,
-                matrix_norm=matrix_norm,
-                seed=seed + attempt,
-                start=start,
-            )
-            U = _flip_signs(it.U, xp)
-            check = verify_on_device(
-                matmat,
-                n,
-                k,
-                it.theta,
-                U,
-                xp,
-                tol=rtol,
-                norm_estimate=it.scale,
-                matrix_norm=matrix_norm,
-                dtype_eps=dtype_eps,
-                orthonormality_tol=orth_tol,
-                seed=12345 + attempt,
-            )
-            detail = f"block size {b}"
-            if not it.converged:
-                detail += f", {it.why} {it.products} products"
-            result.attempts.append(Attempt("subspace", detail, 0.0, it.products, check))
-            if check.ok:
-                result.theta, result.U = it.theta, U
-                if smallest and k < n:
-                    result.smallest = smallest_eigenvalue_bound(
-                        matmat,
-                        n,
-                        xp,
-                        device=dev,
-                        dtype=work,
-                        dtype_eps=dtype_eps,
-                        matrix_norm=matrix_norm,
-                    )
-                return result
-            if check.missed is None and not (it.converged or it.why == "stagnated after"):
-                break  # out of products: a larger block would not help within max_iter
-            start = check.missed
-            b = min(n, max(2 * b, b + (0 if start is None else start.shape[1])))
-        if requested != "auto":
-            _raise_device(result, xp, dev, requested, n, k, tol, max_iter, dtype_eps)
-        result.solver = "dense"  # "auto" promised a verified result: the whole matrix
-    A = K_c if K_c.dtype == work else xp.astype(K_c, work)
-    w, V = xp.linalg.eigh(A)
-    theta, U = _descending(w, V, xp, k)
-    U = _flip_signs(U, xp)
-    check = verify_on_device(
-        A.__matmul__,
-        n,
-        k,
-        theta,
-        U,
-        xp,
-        tol=max(rtol, 100.0 * n * _eps(work, xp)),
-        norm_estimate=None,
-        matrix_norm=matrix_norm,
-        dtype_eps=dtype_eps,
-        orthonormality_tol=orth_tol,
-    )
-    result.attempts.append(Attempt("dense", "xp.linalg.eigh", 0.0, 0, check))
-    if not check.ok:
-        _raise_device(result, xp, dev, requested, n, k, tol, max_iter, dtype_eps)
-    result.theta, result.U = theta, U
-    if smallest and k < n:
-        result.smallest = float(_to_host(w[:1], xp)[0])
-    return result
-
-
-def _raise_device(
-    result: _Solve,
-    xp: ModuleType,
-    dev: Any,
-    requested: str,
-    n: int,
-    k: int,
-    tol: float | None,
-    max_iter: int | None,
-    dtype_eps: float,
-) -> None:
-    tried = "\n".join(f"  - {a.describe()}" for a in result.attempts)
-    fixes = []
-    if requested != "dense":
-        fixes.append("eigen_solver='dense' (xp.linalg.eigh on the device; a second n×n matrix)")
-        fixes.append(f"a larger tol (now {tol!r}) or max_iter (now {max_iter!r})")
-    if dtype_eps > _EPS64:
-        fixes.append("X in float64 (the kernel matrix is stored in X's dtype, here float32)")
-    fixes.append(f"{_TO_NUMPY} (the CPU solvers)")
-    raise EigenpairsNotVerifiedError(
-        f"eigen_solver={requested!r} on the Array API path ({xp.__name__}, device {dev}): the "
-        f"{k} largest eigenpairs of the {n}×{n} centred kernel matrix could not be computed and "
-        f"verified. Attempts:\n{tried}\nFix: {'; or '.join(fixes)}."
-    )
+    op: DenseOperator, k: int, xp: ModuleType, *, estimator: Any, tol: float | None,
+    max_iter: int | None, smallest: bool,
+) -> tuple[Any, Any, str, float | None]:
+    """Verified top-``k`` pairs of the centred kernel by the shared solvers
+    (:func:`kpca_lib._eigen.top_eigh_operator`), the solver used and, if ``smallest``, a
+    bound of the smallest eigenvalue (:func:`kpca_lib._exact._smallest_eigenvalue`)."""
+    n = op.matrix.shape[0]
+    like = _work_like(op.matrix, xp)
+    with record_solver_reports() as reports:
+        theta, U = top_eigh_operator(
+            op.matmat, n, k, estimator.eigen_solver, tol=tol,
+            max_iter=max_iter, matrix_norm=op.frobenius_norm, dtype_eps=op.dtype_eps,
+            iterated_power=estimator.iterated_power, random_state=estimator.random_state,
+            like=like,
+        )
+    solver = reports[-1].used if reports and reports[-1].used else "randomized"
+    low = _smallest_eigenvalue(op.matmat, n, like=like) if smallest and k < n else None
+    return theta, U, solver, low
 
 
 # -- the fitted model ---------------------------------------------------------------------
@@ -874,7 +494,7 @@ def fit_preimage_device(
     alpha = check_nonnegative(alpha, "alpha")  # 0 allowed, as scikit-learn
     prep = prepare(spec, Z, xp, centred=False)
     K = build_kernel(prep, xp).K
-    K = K + alpha * xp.eye(K.shape[0], dtype=K.dtype, device=_device(K))
+    K = K + alpha * xp.eye(K.shape[0], dtype=K.dtype, device=device(K))
     dual = xp.linalg.solve(K, X)
     if not bool(xp.all(xp.isfinite(dual))):
         raise ValueError(
@@ -883,26 +503,6 @@ def fit_preimage_device(
             "with the rounding of K_Z. Use a Mercer kernel or a larger alpha."
         )
     return DevicePreimageMap(Z, dual, spec, alpha)
-
-
-@dataclass
-class _HostPairs:
-    """What :func:`kpca_lib._exact._classify` reads (host values)."""
-
-    eigenvalues: np.ndarray
-    rounding_bound: float
-    smallest: float | None = None
-
-
-def _seed(random_state: object) -> int:
-    random_state = check_random_state(random_state)
-    if random_state is None:
-        return 0
-    if isinstance(random_state, (int, np.integer)):
-        return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2**31 - 1))
-    return int(random_state.integers(0, 2**31 - 1))
 
 
 def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
@@ -921,7 +521,7 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     k = n if n_components is None else n_components
     drop = estimator.n_components is None or bool(estimator.remove_zero_eig)
     tol, max_iter = check_tol(estimator.tol), check_max_iter(estimator.max_iter)
-    dev, dtype = _device(X), X.dtype
+    dev, dtype = device(X), X.dtype
     dtype_eps = _eps(dtype, xp)
     if estimator.copy_X:
         X = xp.asarray(X, copy=True)
@@ -932,57 +532,27 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     )
     K = built.K
     row_means, grand_mean = center_inplace(K, xp)
-    solved = solve_top(
-        K,
-        k,
-        xp,
-        requested=estimator.eigen_solver,
-        tol=tol,
-        max_iter=max_iter,
-        seed=_seed(estimator.random_state),
-        dtype_eps=dtype_eps,
-        matrix_norm=built.frobenius,
+    op = DenseOperator(K, built.frobenius, dtype_eps)
+    theta_dev, U, solver, smallest = solve_top(
+        op, k, xp, estimator=estimator, tol=tol, max_iter=max_iter,
         smallest=spec.may_be_indefinite,
     )
-    del K
-    theta = _to_host(solved.theta, xp)
+    del K, op
+    theta = to_host(theta_dev)
     np_dtype = np.dtype(np.float32) if dtype == xp.float32 else np.dtype(np.float64)
-    solver_for_bound = "dense" if solved.solver == "dense" else "randomized"
+    solver_for_bound = "dense" if solver == "dense" else "randomized"
     rtol = None if tol is None else tol
     if dtype_eps > _EPS64:
         rtol = max(1e-6 if tol is None else tol, 10.0 * _EPS32)
-    bound = _rounding_bound(
-        n, theta, built.frobenius, np_dtype, solver_for_bound, rtol, solved.smallest
-    )
-    eigenvalues = _classify(_HostPairs(theta, bound, solved.smallest), k, n, spec)
-    if dtype_eps > _EPS64:
-        fate = (
-            "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
-        )
-        # n_components=None asks for the non-zero components only: zeros are not a loss.
-        _check_float32_accuracy(
-            eigenvalues,
-            built.frobenius,
-            None,
-            k,
-            fate,
-            "device",
-            count_zeros=estimator.n_components is not None,
-        )
-    if not np.any(eigenvalues > 0):
-        precision = "float32 rounding" if dtype_eps > _EPS64 else "float64 rounding"
-        message = nothing_positive_message(n, float(theta.max()), bound, spec, precision)
-        warn_nothing_to_project(message, drop, estimator.n_components)
-    U = solved.U
+    bound = _rounding_bound(n, theta, built.frobenius, np_dtype, solver_for_bound, rtol, smallest)
     if U.dtype != dtype:
         U = xp.astype(U, dtype)
-    if drop:
-        keep = np.flatnonzero(eigenvalues > 0)
-        eigenvalues = eigenvalues[keep]
-        U = xp.take(U, _from_host(keep, xp, dev, xp.int64), axis=1)
-    inv_sqrt = np.zeros_like(eigenvalues)
-    nz = eigenvalues > 0
-    inv_sqrt[nz] = 1.0 / np.sqrt(eigenvalues[nz])
+    float32 = dtype_eps > _EPS64
+    pairs = _Eigenpairs(
+        theta, U, row_means, float(grand_mean), prep.shift, prep.expm1, solver, bound, smallest,
+        built.frobenius if float32 else None, None, "device",
+    )
+    eigenvalues, U, alphas = finish(pairs, k, n, spec, drop, estimator.n_components)
     # The fitted attributes in the device's widest float, as the NumPy path keeps them in
     # float64 (scikit-learn's check_array_api_input compares their dtypes); the kernel, the
     # eigenvectors and the outputs stay in X's dtype.
@@ -990,13 +560,13 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     result = DeviceResult(
         eigenvalues=values,
         eigenvectors=U,
-        alphas=U * _from_host(inv_sqrt, xp, dev, dtype)[None, :],
+        alphas=alphas,
         col_means=row_means,
         grand_mean=float(grand_mean),
         X_fit=X,
         shift=prep.shift,
         expm1=prep.expm1,
-        solver=solved.solver,
+        solver=solver,
         rounding_bound=bound,
         device=dev,
         prepared=prep,
@@ -1052,7 +622,7 @@ def _check_same_place(estimator: Any, X: Any, what: str) -> tuple[ModuleType, An
         )
     xp = result.xp
     try:
-        same = array_namespace(X).__name__ == xp.__name__ and str(_device(X)) == str(result.device)
+        same = array_namespace(X).__name__ == xp.__name__ and str(device(X)) == str(result.device)
     except (TypeError, AttributeError):  # not an Array API array
         same = False
     if not same:

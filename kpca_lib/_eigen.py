@@ -50,6 +50,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -58,7 +59,8 @@ from numpy.typing import NDArray
 
 from ._blocked import symmetrize_inplace
 from ._threads import one_blas_thread_for_solver, with_caller_blas_threads
-from ._verify import Verification, deflation_probe, verify_eigenpairs
+from ._verify import ORTHONORMALITY_TOL, Verification, deflation_probe, verify_eigenpairs
+from ._xp import column_signs, device, namespace, take_columns, to_host
 
 __all__ = [
     "top_eigh",
@@ -95,6 +97,18 @@ _KRYLOV_CHECK = {"check_block": 4, "min_passes": 3, "max_passes": 6}
 
 
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+def orthonormality_tol(like: Any, n: int) -> float:
+    """The verification's ``max|UᵀU − I|`` limit for vectors of ``like``'s dtype.
+
+    NumPy vectors are float64 (``1e-9``); a device without float64 works in float32,
+    whose orthonormalisation is good to about ``√n·eps``.
+    """
+    if like is None or isinstance(like, np.ndarray):
+        return ORTHONORMALITY_TOL
+    eps = float(np.finfo(np.float32).eps) if "float32" in str(like.dtype) else _EPS64
+    return ORTHONORMALITY_TOL if eps == _EPS64 else max(1e-5, 10 * np.sqrt(n) * eps)
 
 
 class EigenpairsNotVerifiedError(np.linalg.LinAlgError):
@@ -146,6 +160,7 @@ class SolverReport:
     k: int
     attempts: list[Attempt] = field(default_factory=list)
     dtype_eps: float = _EPS64
+    where: str = ""  # "" for NumPy, else "namespace, device" of the arrays
 
     @property
     def ok(self) -> bool:
@@ -219,10 +234,7 @@ def flip_signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
 
 def _signs(V: NDArray[np.float64]) -> NDArray[np.float64]:
     """The sign of the largest-magnitude entry of every column (1 for a zero column)."""
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return signs
+    return column_signs(namespace(V), V)
 
 
 def choose_solver(n: int, k: int, solver: str) -> str:
@@ -266,10 +278,18 @@ def _descending(
     return eigenvalues, flip_signs(eigenvectors)
 
 
-def _descending_with_images(
-    eigenvalues: NDArray[np.float64], eigenvectors: NDArray[np.float64], images: NDArray[np.float64]
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """:func:`_descending`, applying the same order and signs to ``images = A @ eigenvectors``."""
+def _descending_with_images(eigenvalues: Any, eigenvectors: Any, images: Any) -> tuple[Any, Any, Any]:
+    """:func:`_descending`, applying the same order and signs to ``images = A @ eigenvectors``.
+
+    Any namespace: NumPy pairs come back as float64, others in their dtype and on their device.
+    """
+    xp = namespace(eigenvectors)
+    if xp is not np:
+        order = np.argsort(to_host(eigenvalues), kind="stable")[::-1]
+        V = take_columns(xp, eigenvectors, order)
+        signs = column_signs(xp, V)[None, :]
+        w = xp.take(eigenvalues, xp.asarray(order.copy(), device=device(V)), axis=0)
+        return w, V * signs, take_columns(xp, images, order) * signs
     order = np.argsort(eigenvalues, kind="stable")[::-1]
     V = np.ascontiguousarray(eigenvectors[:, order], dtype=np.float64)
     signs = _signs(V)
@@ -482,7 +502,8 @@ def top_eigh_operator(
     dtype_eps: float | None = None,
     iterated_power: int | str = "auto",
     random_state: object = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    like: Any = None,
+) -> tuple[Any, Any]:
     """The ``k`` largest eigenpairs of a symmetric matrix given by ``matmat(V) = A @ V``, verified.
 
     Parameters
@@ -515,11 +536,21 @@ def top_eigh_operator(
         ``"randomized"`` only: minimum number of power iterations.
     random_state : None, int, numpy.random.RandomState or numpy.random.Generator
         ``"randomized"`` only: seed of the random start block.
+    like : array, optional
+        An array of the namespace, device and dtype to work in (default NumPy
+        float64). On a namespace other than NumPy every iterative request
+        (``"lanczos"``, ``"arpack"``, ``"randomized"``, ``"auto"``) runs the
+        randomized subspace iteration of :mod:`kpca_lib._randomized` (block
+        Lanczos and ARPACK are NumPy/SciPy code; ``"randomized"`` keeps its
+        ``iterated_power`` minimum, the others stop as soon as the residuals
+        meet ``tol``), and ``"dense"`` (and the fallback of ``"auto"``) is
+        ``xp.linalg.eigh`` of ``matmat``'s owner, the dense matrix. The pairs
+        are verified by the same :func:`kpca_lib._verify.verify_eigenpairs`.
 
     Returns
     -------
-    eigenvalues : ndarray of shape (k,), descending
-    eigenvectors : ndarray of shape (n, k), orthonormal columns, signs fixed by :func:`flip_signs`.
+    eigenvalues : array of shape (k,), descending
+    eigenvectors : array of shape (n, k), orthonormal columns, signs fixed by :func:`flip_signs`.
 
     Raises
     ------
@@ -529,6 +560,12 @@ def top_eigh_operator(
     _check_k(n, k)
     if solver not in EIGEN_SOLVERS:
         choose_solver(n, k, solver)  # raises the ValueError
+    if like is not None and not isinstance(like, np.ndarray):
+        return _top_eigh_namespace(
+            matmat, n, k, solver, tol=tol, max_iter=max_iter, matrix_norm=matrix_norm,
+            dtype_eps=_EPS64 if dtype_eps is None else dtype_eps, iterated_power=iterated_power,
+            random_state=random_state, like=like,
+        )
     matrix_norm, dtype_eps, dense = _operator_hints(matmat, n, matrix_norm, dtype_eps)
     matmat = with_caller_blas_threads(matmat)
     report = SolverReport(solver, n, k, dtype_eps=dtype_eps)
@@ -573,6 +610,59 @@ def top_eigh_operator(
     return result  # type: ignore[return-value]
 
 
+def _top_eigh_namespace(
+    matmat: MatMat, n: int, k: int, solver: str, *, tol: float | None, max_iter: int | None,
+    matrix_norm: float | None, dtype_eps: float, iterated_power: int | str,
+    random_state: object, like: Any,
+) -> tuple[Any, Any]:
+    """:func:`top_eigh_operator` on a namespace other than NumPy (see ``like`` there)."""
+    from ._randomized import randomized_attempts
+
+    xp = namespace(like)
+    owner = getattr(matmat, "__self__", None)
+    owner = getattr(owner, "matrix", owner)  # an operator that holds its dense matrix
+    where = f"the Array API path ({xp.__name__}, device {device(like)})"
+    report = SolverReport(solver, n, k, dtype_eps=dtype_eps, where=where)
+    _publish(report)
+    first = choose_solver(n, k, solver)
+    result = None
+    if first != "dense" and k < n:
+        power = iterated_power if first == "randomized" else 0
+        result = randomized_attempts(
+            matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps,
+            iterated_power=power, random_state=random_state, like=like,
+        )
+    if result is None and (first == "dense" or solver == "auto" or k >= n) and owner is not None:
+        result = _dense_attempt_namespace(owner, k, tol, report, matrix_norm, dtype_eps, like)
+    if result is None:
+        _raise(report, tol, max_iter)
+    return result  # type: ignore[return-value]
+
+
+def _dense_attempt_namespace(
+    A: Any, k: int, tol: float | None, report: SolverReport, matrix_norm: float | None,
+    dtype_eps: float, like: Any,
+) -> tuple[Any, Any] | None:
+    """``xp.linalg.eigh`` of the whole matrix (in ``like``'s dtype), top ``k``, verified."""
+    xp, n = namespace(like), A.shape[0]
+    start = time.perf_counter()
+    W = A if A.dtype == like.dtype else xp.astype(A, like.dtype)
+    w, V = xp.linalg.eigh(W)
+    top = np.arange(n - 1, n - k - 1, -1)
+    V = take_columns(xp, V, top)
+    V = V * column_signs(xp, V)[None, :]
+    w = xp.take(w, xp.asarray(top.copy(), device=device(V)), axis=0)
+    seconds = time.perf_counter() - start
+    work_eps = _EPS64 if "float64" in str(like.dtype) else float(np.finfo(np.float32).eps)
+    rtol = max(0.0 if tol is None else tol, _DENSE_TOL_FACTOR * n * work_eps)
+    check = verify_eigenpairs(
+        W.__matmul__, n, k, w, V, tol=rtol, matrix_norm=matrix_norm, dtype_eps=dtype_eps,
+        orthonormality_tol=orthonormality_tol(like, n),
+    )
+    report.attempts.append(Attempt("dense", "xp.linalg.eigh", seconds, 0, check))
+    return (w, V) if check.ok else None
+
+
 def _raise(report: SolverReport, tol: float | None, max_iter: int | None) -> None:
     tried = "\n".join(f"  - {a.describe()}" for a in report.attempts)
     fixes = []
@@ -582,12 +672,22 @@ def _raise(report: SolverReport, tol: float | None, max_iter: int | None) -> Non
             fixes.append("eigen_solver='auto' (falls back to a solver that verifies)")
         fixes.append(f"a larger tol (now {tol!r}) or max_iter (now {max_iter!r})")
     if report.dtype_eps > _EPS64:
-        fixes.append("kernel_dtype='float64' (the matrix is stored in lower precision)")
+        fixes.append(
+            "X in float64 (the kernel matrix is stored in X's dtype, here float32)"
+            if report.where
+            else "kernel_dtype='float64' (the matrix is stored in lower precision)"
+        )
+    if report.where:
+        fixes.append(
+            "a NumPy array (e.g. X.cpu().numpy() for PyTorch, X.get() for CuPy: the CPU "
+            "solvers)"
+        )
     if not fixes:
         fixes.append("check that the matrix is symmetric and finite, and report the case")
     raise EigenpairsNotVerifiedError(
-        f"eigen_solver={report.requested!r}: the {report.k} largest eigenpairs of the "
-        f"{report.n}×{report.n} matrix could not be computed and verified. Attempts:\n{tried}\n"
+        f"eigen_solver={report.requested!r}{' on ' + report.where if report.where else ''}: "
+        f"the {report.k} largest eigenpairs of the {report.n}×{report.n} matrix could not be "
+        f"computed and verified. Attempts:\n{tried}\n"
         f"Fix: {'; or '.join(fixes)}."
     )
 

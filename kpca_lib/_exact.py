@@ -35,6 +35,7 @@ from ._threads import (
     resolve_threads,
     with_caller_blas_threads,
 )
+from ._xp import from_host, namespace, take_columns, to_host
 from .centering import center_kernel, center_test_kernel_from_means
 from .kernels import (
     KernelEvaluator,
@@ -471,12 +472,25 @@ def _rounding_bound(
 
 
 @one_blas_thread_for_solver  # ARPACK's own small calls on one thread, as in every solver
-def _smallest_eigenvalue(matmat, n: int, K_c: NDArray[np.float64] | None = None) -> float | None:
+def _smallest_eigenvalue(
+    matmat, n: int, K_c: NDArray[np.float64] | None = None, like: object = None
+) -> float | None:
     """Smallest eigenvalue of the whole centred kernel (to report a non-PSD kernel).
 
     Informative only (the requested top eigenpairs do not depend on it): a
-    loose ARPACK run; ``None`` if it does not converge.
+    loose ARPACK run; ``None`` if it does not converge. On another namespace
+    (``like``): minus the largest Ritz value of ``−A`` after a short randomized
+    subspace iteration (residuals to ``1e-3``), an upper bound of the smallest
+    eigenvalue whether or not it converged, so a negative value proves one.
     """
+    if like is not None and not isinstance(like, np.ndarray):
+        from ._randomized import randomized_eigh
+
+        theta, _, _ = randomized_eigh(
+            lambda V: -matmat(V), n, 1, tol=1e-3, max_iter=320, iterated_power=0,
+            oversampling=7, random_state=2024, like=like,
+        )
+        return -float(to_host(theta)[0])
     matmat = with_caller_blas_threads(matmat)
     if K_c is not None and n <= 500:
         return float(np.linalg.eigvalsh(K_c)[0])
@@ -547,7 +561,7 @@ def _check_float32_accuracy(
         warnings.warn(
             f"{what}: {'; and '.join(parts)}. {fix} for accurate results{fewer}.",
             UserWarning,
-            stacklevel=5,
+            stacklevel=_caller_stacklevel(),
         )
 
 
@@ -586,7 +600,7 @@ def _classify(pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec) -> NDArray[n
             f"eigenvalue(s) (smallest {eigenvalues.min():.3g}), beyond rounding (±{r:.2g}): "
             f"{why}. They are treated as 0.",
             NonPSDKernelWarning,
-            stacklevel=5,
+            stacklevel=_caller_stacklevel(),
         )
     if pairs.smallest is not None and pairs.smallest < -r:
         clearly = pairs.smallest < -significant
@@ -596,7 +610,7 @@ def _classify(pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec) -> NDArray[n
             f"requested components: {why}. The {k} requested components are still well defined "
             "(the top eigenpairs), but check the kernel with kpca_lib.mercer.check_mercer.",
             NonPSDKernelWarning,
-            stacklevel=5,
+            stacklevel=_caller_stacklevel(),
         )
     zero = eigenvalues <= max(1e-12 * max_abs, r)
     return np.where(zero, 0.0, eigenvalues)
@@ -755,44 +769,7 @@ def fit_exact(
         random_state=random_state,
         input_eps=input_eps,
     )
-    eigenvalues = _classify(pairs, k, n, spec)
-    if pairs.float32_frobenius is not None:
-        fate = (
-            "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
-        )
-        _check_float32_accuracy(
-            eigenvalues,
-            pairs.float32_frobenius,
-            pairs.rounding_bound64,
-            k,
-            fate,
-            pairs.float32_cause,
-        )
-    eigenvectors = pairs.eigenvectors
-    if not np.any(eigenvalues > 0):
-        if pairs.float32_frobenius is not None and pairs.float32_cause == "precomputed":
-            precision = (
-                "float32 rounding (the precomputed kernel matrix is float32: it resolves "
-                f"eigenvalues only down to ±{2.0**-24 * pairs.float32_frobenius:.3g}; pass "
-                "it in float64)"
-            )
-        elif pairs.float32_frobenius is not None:
-            precision = (
-                "float32 rounding (kernel_dtype='float32' resolves eigenvalues only down to "
-                f"±{2.0**-24 * pairs.float32_frobenius:.3g}; use kernel_dtype='float64')"
-            )
-        else:
-            precision = "float64 rounding"
-        message = nothing_positive_message(
-            n, float(pairs.eigenvalues.max()), pairs.rounding_bound, spec, precision
-        )
-        warn_nothing_to_project(message, drop, n_components)
-    if drop:
-        keep = eigenvalues > 0
-        eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
-    alphas = np.zeros_like(eigenvectors)
-    nz = eigenvalues > 0
-    alphas[:, nz] = eigenvectors[:, nz] / np.sqrt(eigenvalues[nz])
+    eigenvalues, eigenvectors, alphas = finish(pairs, k, n, spec, drop, n_components)
     return ExactResult(
         eigenvalues=eigenvalues,
         eigenvectors=eigenvectors,
@@ -805,6 +782,75 @@ def fit_exact(
         solver=pairs.solver,
         rounding_bound=pairs.rounding_bound,
     )
+
+
+def _precision(pairs: _Eigenpairs) -> str:
+    """What limits the resolution of the eigenvalues, for the 'nothing to project' message."""
+    if pairs.float32_frobenius is None:
+        return "float64 rounding"
+    level = f"±{2.0**-24 * pairs.float32_frobenius:.3g}"
+    if pairs.float32_cause == "precomputed":
+        return (
+            "float32 rounding (the precomputed kernel matrix is float32: it resolves "
+            f"eigenvalues only down to {level}; pass it in float64)"
+        )
+    if pairs.float32_cause == "device":
+        return (
+            f"float32 rounding (X is float32, so the kernel matrix on the device is float32: it "
+            f"resolves eigenvalues only down to {level}; pass X in float64)"
+        )
+    return (
+        "float32 rounding (kernel_dtype='float32' resolves eigenvalues only down to "
+        f"{level}; use kernel_dtype='float64')"
+    )
+
+
+def finish(
+    pairs: _Eigenpairs, k: int, n: int, spec: KernelSpec, drop: bool, n_components: int | None
+) -> tuple[NDArray[np.float64], object, object]:
+    """The components kept, for every namespace: eigenvalues (host), eigenvectors and alphas.
+
+    Classifies the eigenvalues (rounding-level ones become 0, clearly negative ones
+    raise), warns about what float32 storage does not resolve and about a fit with
+    nothing to project, drops the zero components when ``drop`` and scales the
+    eigenvectors ``α_k = β_k / √λ_k`` (zero columns for zero eigenvalues). The
+    eigenvectors stay in their namespace and on their device.
+    """
+    eigenvalues = _classify(pairs, k, n, spec)
+    if pairs.float32_frobenius is not None:
+        fate = (
+            "dropped (remove_zero_eig=True)" if drop else "returned as 0 (their projections are 0)"
+        )
+        # n_components=None asks for the non-zero components only: zeros are not a loss.
+        _check_float32_accuracy(
+            eigenvalues,
+            pairs.float32_frobenius,
+            pairs.rounding_bound64,
+            k,
+            fate,
+            pairs.float32_cause,
+            count_zeros=pairs.float32_cause != "device" or n_components is not None,
+        )
+    eigenvectors = pairs.eigenvectors
+    if not np.any(eigenvalues > 0):
+        message = nothing_positive_message(
+            n, float(to_host(pairs.eigenvalues).max()), pairs.rounding_bound, spec,
+            _precision(pairs),
+        )
+        warn_nothing_to_project(message, drop, n_components)
+    xp = namespace(eigenvectors)
+    if drop:
+        keep = np.flatnonzero(eigenvalues > 0)
+        eigenvalues, eigenvectors = eigenvalues[keep], take_columns(xp, eigenvectors, keep)
+    nz = eigenvalues > 0
+    if xp is np:
+        alphas = np.zeros_like(eigenvectors)
+        alphas[:, nz] = eigenvectors[:, nz] / np.sqrt(eigenvalues[nz])
+    else:
+        inv_sqrt = np.zeros_like(eigenvalues)
+        inv_sqrt[nz] = 1.0 / np.sqrt(eigenvalues[nz])
+        alphas = eigenvectors * from_host(inv_sqrt, eigenvectors)[None, :]
+    return eigenvalues, eigenvectors, alphas
 
 
 def cross_kernel(

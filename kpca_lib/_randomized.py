@@ -46,13 +46,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._eigen import _KRYLOV_CHECK, Attempt, SolverReport, _descending_with_images
+from ._eigen import (
+    _KRYLOV_CHECK,
+    Attempt,
+    SolverReport,
+    _descending_with_images,
+    orthonormality_tol,
+)
 from ._validation import check_iterated_power, check_random_state
 from ._verify import residual_norms, verify_eigenpairs
+from ._xp import T, eigh, hstack, namespace, qr, random_block, to_host
 
 __all__ = ["randomized_eigh", "randomized_attempts", "resolve_iterated_power"]
 
@@ -94,9 +102,14 @@ def randomized_eigh(
     iterated_power: int | str = "auto",
     random_state: object = None,
     oversampling: int | None = None,
-    start: NDArray[np.float64] | None = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], dict]:
+    start: Any = None,
+    like: Any = None,
+) -> tuple[Any, Any, dict]:
     """Randomized subspace iteration, unverified: ascending ``θ``, Ritz vectors ``U`` and a status.
+
+    Written once for every Array API namespace: the blocks live in the namespace,
+    dtype and device of ``like`` (default: a NumPy float64 array); the random
+    start is drawn on the host, so a seed gives the same start everywhere.
 
     Parameters
     ----------
@@ -115,19 +128,23 @@ def randomized_eigh(
         Seed of the random start block; ``None`` is a fixed seed (reproducible).
     oversampling : int, optional
         Extra block columns ``p`` (default ``max(10, k // 4)``).
-    start : ndarray of shape (n, s), optional
+    start : array of shape (n, s), optional
         Directions to put first in the start block (e.g. ones a previous run missed).
+    like : array, optional
+        An array of the namespace, device and dtype to work in.
 
     Returns
     -------
-    theta : ndarray of shape (k,), ascending
-    U : ndarray of shape (n, k), orthonormal columns
+    theta : array of shape (k,), ascending
+    U : array of shape (n, k), orthonormal columns
     info : dict
         ``converged`` (bool), ``why`` (text), ``products``, ``passes``,
         ``scale`` (largest ``|θ|`` seen), ``shift``, ``block`` and ``AU`` (``A @ U``).
     """
     if not 1 <= k <= n:
         raise ValueError(f"the number of eigenpairs k must be between 1 and n = {n}; got k = {k}.")
+    like = np.empty(0) if like is None else like
+    xp = namespace(like)
     q = resolve_iterated_power(iterated_power, n, k)
     check_random_state(random_state)
     rng = np.random.default_rng(0 if random_state is None else random_state)
@@ -142,27 +159,29 @@ def randomized_eigh(
         max_products = max(int(max_iter), block)
     history: list[float] = []
 
-    omega = rng.standard_normal((n, block))
+    omega = random_block(rng, n, block, like)
     if s:
-        omega[:, :s] = start
-    Q = np.linalg.qr(omega)[0]
+        omega = hstack(xp, [start, omega[:, s:]])
+    Q = qr(xp, omega)[0]
     shift = 0.0
     scale = 0.0
     products = passes = 0
     best, since_best = np.inf, 0
     while True:
-        Y = np.asarray(matmat(Q), dtype=np.float64)
+        Y = matmat(Q)
+        if xp is np:
+            Y = np.asarray(Y, dtype=np.float64)
         products += block
         passes += 1
-        H = Q.T @ Y
-        H = 0.5 * (H + H.T)
-        mu, S = np.linalg.eigh(H)
+        H = T(xp, Q) @ Y
+        mu_all, S = eigh(xp, 0.5 * (H + T(xp, H)))
+        mu = to_host(mu_all)
         scale = max(scale, float(np.max(np.abs(mu))), np.finfo(float).tiny)
-        top = S[:, -k:]
-        theta = mu[-k:]
+        top = S[:, S.shape[1] - k :]
+        theta = mu_all[mu.shape[0] - k :]
         U = Q @ top
         AU = Y @ top
-        worst = float(residual_norms(AU, U, theta).max()) / scale
+        worst = float(to_host(residual_norms(AU, U, theta)).max()) / scale
         history.append(worst)
         info = {
             "converged": False,
@@ -189,16 +208,17 @@ def randomized_eigh(
         # on A + shift·I, whose largest-magnitude end is then the wanted (largest) one. The
         # shift centres the unwanted part [μ_min, ν] (ν: the largest unwanted Ritz value)
         # on 0, so that it contracts as much as possible against the wanted end.
-        if mu[0] < 0 and -mu[0] > max(theta[0], 1e3 * _EPS64 * scale):
-            nu = float(mu[-k - 1]) if mu.size > k else float(theta[0])
+        top_wanted = float(mu[-k])
+        if mu[0] < 0 and -mu[0] > max(top_wanted, 1e3 * _EPS64 * scale):
+            nu = float(mu[-k - 1]) if mu.size > k else top_wanted
             shift = max(shift, -0.5 * (nu + float(mu[0])))
         if shift:
-            Y += shift * Q
+            Y = Y + shift * Q
         grow = _growth(history, passes, min_passes, tol, block, max_block)
         if grow:
-            Y = np.hstack([Y, rng.standard_normal((n, grow))])
+            Y = hstack(xp, [Y, random_block(rng, n, grow, like)])
             block += grow
-        Q = np.linalg.qr(Y)[0]
+        Q = qr(xp, Y)[0]
 
 
 def _growth(
@@ -229,9 +249,11 @@ def randomized_attempts(
     *,
     iterated_power: int | str = "auto",
     random_state: object = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    like: Any = None,
+) -> tuple[Any, Any] | None:
     """Randomized subspace iteration, verified; retried once with a larger block from the missed
-    directions. Every run is recorded in ``report``; ``None`` if none verifies."""
+    directions. Every run is recorded in ``report``; ``None`` if none verifies. Any namespace
+    (``like``, as in :func:`randomized_eigh`)."""
     rtol = 1e-10 if tol is None else tol
     rtol = max(rtol, 10.0 * dtype_eps) if dtype_eps > _EPS64 else rtol
     check_random_state(random_state)
@@ -251,6 +273,7 @@ def randomized_attempts(
             random_state=seed,
             oversampling=oversampling,
             start=start,
+            like=like,
         )
         w, V, AV = _descending_with_images(theta, U, info["AU"])
         seconds = time.perf_counter() - t0
@@ -266,6 +289,7 @@ def randomized_attempts(
             matrix_norm=matrix_norm,
             dtype_eps=dtype_eps,
             seed=2000 + attempt,
+            orthonormality_tol=orthonormality_tol(like, n),
             **_KRYLOV_CHECK,
         )
         detail = f"block size {info['block']}, {info['passes']} passes"
