@@ -50,7 +50,7 @@ from ._eigen import record_solver_reports, top_eigh_operator
 from ._exact import ExactResult, _Eigenpairs, _rounding_bound, _smallest_eigenvalue, finish
 from ._validation import check_nonnegative, detached
 from ._xp import device, to_host
-from .kernels import KERNELS, KernelSpec, check_kernel_values
+from .kernels import KERNELS, KernelEvaluator, KernelSpec, check_kernel_values
 
 __all__ = [
     "DEVICE_SOLVERS",
@@ -206,123 +206,6 @@ def _check_X(X: Any, xp: ModuleType, name: str = "X", dtype: Any = None) -> Any:
 # -- the kernel ---------------------------------------------------------------------------
 
 
-@dataclass
-class _Prepared:
-    """Reference rows prepared once (shifted / normalised), as the CPU evaluator does."""
-
-    spec: KernelSpec
-    right: Any  # shifted (rbf, linear), normalised (cosine) or plain rows of the reference set
-    sq: Any  # squared row norms of ``right`` (rbf) or None
-    shift: Any  # device vector or None
-    expm1: bool
-
-
-def _safe_normalise(A: Any, xp: ModuleType) -> Any:
-    """Rows of ``A`` divided by their norm (scaled against overflow); zero rows stay 0."""
-    scale = xp.max(xp.abs(A), axis=1)
-    safe = xp.where(scale > 0, scale, xp.ones_like(scale))
-    scaled = A / safe[:, None]
-    norms = xp.sqrt(xp.sum(scaled * scaled, axis=1))
-    norms = xp.where(norms > 0, norms, xp.ones_like(norms))
-    return scaled / norms[:, None]
-
-
-def _check_spread(sq: Any, xp: ModuleType) -> None:
-    if not bool(xp.all(xp.isfinite(sq))):
-        raise ValueError(
-            "X has values too large for squared distances (largest |x − mean| squared "
-            "overflows); scale X, e.g. with sklearn.preprocessing.StandardScaler (and sigma with it)."
-        )
-
-
-def prepare(
-    spec: KernelSpec,
-    B: Any,
-    xp: ModuleType,
-    *,
-    centred: bool,
-    shift: Any = None,
-    expm1: bool | None = None,
-) -> _Prepared:
-    """Prepare the reference rows ``B`` for :func:`kernel_block` (the CPU evaluator's rules).
-
-    ``centred``: the caller centres the kernel, so the linear kernel may use
-    shifted data and the RBF kernel may be stored as ``K − 1``.
-    """
-    name = spec.name
-    use_shift = name == "rbf" or (name == "linear" and centred)
-    if use_shift and shift is None:
-        shift = xp.mean(B, axis=0)
-    if not use_shift:
-        shift = None
-    Bs = B - shift if shift is not None else B
-    sq = None
-    stored_expm1 = False
-    if name == "rbf":
-        sq = xp.sum(Bs * Bs, axis=1)
-        _check_spread(sq, xp)
-        if expm1 is None:
-            expm1 = centred and spec.gamma * 4.0 * float(xp.max(sq)) <= 2.0
-        stored_expm1 = bool(expm1 and centred)
-    elif name == "cosine":
-        Bs = _safe_normalise(Bs, xp)
-    return _Prepared(spec, Bs, sq, shift, stored_expm1)
-
-
-def _side(prep: _Prepared, A: Any, xp: ModuleType) -> tuple[Any, Any]:
-    """Rows ``A`` prepared like the reference rows: (rows, squared norms or None)."""
-    As = A - prep.shift if prep.shift is not None else A
-    if prep.spec.name == "rbf":
-        sq = xp.sum(As * As, axis=1)
-        _check_spread(sq, xp)
-        return As, sq
-    if prep.spec.name == "cosine":
-        return _safe_normalise(As, xp), None
-    return As, None
-
-
-def kernel_block(
-    prep: _Prepared,
-    left: Any,
-    left_sq: Any,
-    start: int,
-    stop: int,
-    xp: ModuleType,
-    *,
-    diagonal_at: int | None = None,
-) -> Any:
-    """``k(left, B[start:stop])``; ``diagonal_at=j``: ``left`` is ``B[j:j+m]`` (made symmetric there)."""
-    spec = prep.spec
-    right = prep.right[start:stop, :]
-    P = left @ xp.matrix_transpose(right)
-    if spec.name == "rbf":
-        P = left_sq[:, None] + prep.sq[None, start:stop] - 2.0 * P
-        P = xp.maximum(P, xp.zeros_like(P))  # rounding can make ‖x − y‖² slightly negative
-    elif spec.name in ("poly", "sigmoid"):
-        P = spec.gamma * P + spec.coef0
-    if diagonal_at is not None:
-        P = _symmetric_diagonal(P, diagonal_at, xp, zero=spec.name == "rbf")
-    if spec.name == "rbf":
-        P = -spec.gamma * P
-        return xp.expm1(P) if prep.expm1 else xp.exp(P)
-    if spec.name == "poly":
-        return P**spec.degree if spec.degree != 1 else P
-    if spec.name == "sigmoid":
-        return xp.tanh(P)
-    return P
-
-
-def _symmetric_diagonal(P: Any, j: int, xp: ModuleType, *, zero: bool) -> Any:
-    """Make the square sub-block ``P[:, j:j+m]`` exactly symmetric (and its diagonal 0 if ``zero``)."""
-    m = P.shape[0]
-    D = P[:, j : j + m]
-    D = 0.5 * (D + xp.matrix_transpose(D))
-    if zero:
-        i = xp.arange(m, device=device(P))
-        D = xp.where(i[:, None] == i[None, :], xp.zeros_like(D), D)
-    return xp.concat([P[:, :j], D, P[:, j + m :]], axis=1)
-
-
 def _rows_per_block(n_cols: int, itemsize: int, budget: int) -> int:
     return max(1, int(budget) // max(1, _TEMPORARIES * n_cols * itemsize))
 
@@ -339,42 +222,41 @@ class _Built:
     frobenius: float
 
 
-def build_kernel(prep: _Prepared, xp: ModuleType, *, budget: int | None = None) -> _Built:
-    """The symmetric ``n×n`` kernel of the reference rows, in row blocks within ``budget`` bytes.
+def build_kernel(ev: KernelEvaluator, X: Any, xp: ModuleType, *, budget: int | None = None) -> _Built:
+    """The symmetric ``n×n`` kernel ``k(X, X)`` of the evaluator's reference rows ``X``, in row
+    blocks within ``budget`` bytes, by the evaluator every namespace shares
+    (:class:`kpca_lib.kernels.KernelEvaluator`).
 
-    Block row ``[r0, r1)`` computes ``k(B[r0:r1], B[r0:])`` only (a temporary of at most
-    ``budget`` bytes), writes it to ``K[r0:r1, r0:]`` and its transpose to
+    Block row ``[r0, r1)`` computes ``k(X[r0:r1], X[r0:])`` only (its square part made
+    exactly symmetric), writes it to ``K[r0:r1, r0:]`` and its transpose to
     ``K[r0:, r0:r1]``. Also returns ``max|K|``, finiteness and ``‖K‖_F`` (host floats).
     """
     budget = BLOCK_BYTES if budget is None else budget
-    B = prep.right
-    n, dtype, dev = B.shape[0], B.dtype, device(B)
-    left_all, sq_all = prep.right, prep.sq
-    K = xp.empty((n, n), dtype=dtype, device=dev)
+    side = ev.side(X)
+    n, dtype = X.shape[0], X.dtype
+    K = xp.empty((n, n), dtype=dtype, device=device(X))
     rows = _rows_per_block(n, _itemsize(dtype, xp), budget)
     big, finite, frob2 = 0.0, True, 0.0
     for r0 in range(0, n, rows):
         r1 = min(r0 + rows, n)
-        left = left_all[r0:r1, :]
-        sq = None if sq_all is None else sq_all[r0:r1]
-        block = kernel_block(prep, left, sq, r0, n, xp, diagonal_at=0)
-        K[r0:r1, r0:] = block
+        square = ev.block(side, slice(r0, r1), slice(r0, r1), diagonal=True)
+        K[r0:r1, r0:r1] = square
+        parts = [(square, 1.0)]
         if r1 < n:
-            K[r1:, r0:r1] = xp.matrix_transpose(block[:, r1 - r0 :])
-        absb = xp.abs(block)
-        finite = finite and bool(xp.all(xp.isfinite(block)))
-        big = max(big, float(xp.max(absb)))
-        m = r1 - r0
-        sq_diag = float(xp.sum(block[:, :m] * block[:, :m]))
-        sq_off = float(xp.sum(block[:, m:] * block[:, m:])) if r1 < n else 0.0
-        frob2 += sq_diag + 2.0 * sq_off
+            rest = ev.block(side, slice(r0, r1), slice(r1, n))
+            K[r0:r1, r1:] = rest
+            K[r1:, r0:r1] = xp.matrix_transpose(rest)
+            parts.append((rest, 2.0))
+        for part, weight in parts:
+            finite = finite and bool(xp.all(xp.isfinite(part)))
+            big = max(big, float(xp.max(xp.abs(part))))
+            frob2 += weight * float(xp.sum(part * part))
     return _Built(K, big, finite, math.sqrt(frob2) if math.isfinite(frob2) else math.inf)
 
 
-def cross_kernel(prep: _Prepared, A: Any, xp: ModuleType, r0: int, r1: int) -> Any:
-    """``k(A[r0:r1], B)`` (uncentred, as stored at fit)."""
-    left, sq = _side(prep, A[r0:r1, :], xp)
-    return kernel_block(prep, left, sq, 0, prep.right.shape[0], xp)
+def cross_kernel(ev: KernelEvaluator, A: Any) -> Any:
+    """``k(A, B)`` (uncentred, as stored at fit) for a block of rows ``A``."""
+    return ev.block(ev.side(A), slice(0, A.shape[0]), slice(0, ev.right.shape[0]))
 
 
 def center_inplace(K: Any, xp: ModuleType) -> tuple[Any, Any]:
@@ -447,12 +329,12 @@ class DeviceResult(ExactResult):
     """An :class:`~kpca_lib._exact.ExactResult` whose arrays live in ``xp`` on ``device``.
 
     ``col_means`` are the training kernel's row (= column) means and
-    ``grand_mean`` its grand mean (host float); ``prepared`` holds the
-    training rows as the kernel uses them (shifted, normalised).
+    ``grand_mean`` its grand mean (host float); ``evaluator`` evaluates the
+    kernel against the training rows as at fit (shifted, normalised).
     """
 
     device: Any = None
-    prepared: _Prepared | None = None
+    evaluator: KernelEvaluator | None = None
 
     @property
     def xp(self) -> ModuleType:
@@ -482,8 +364,7 @@ class DevicePreimageMap:
         return array_namespace(self.dual_coef_)
 
     def predict(self, Z: Any) -> Any:
-        prep = prepare(self.spec, self.X_transformed_fit_, self.xp, centred=False)
-        K = cross_kernel(prep, Z, self.xp, 0, Z.shape[0])
+        K = cross_kernel(KernelEvaluator(self.spec, self.X_transformed_fit_), Z)
         return K @ self.dual_coef_
 
 
@@ -492,8 +373,7 @@ def fit_preimage_device(
 ) -> DevicePreimageMap:
     """Kernel ridge regression ``(K_Z + αI) C = X`` solved on the device (``xp.linalg.solve``)."""
     alpha = check_nonnegative(alpha, "alpha")  # 0 allowed, as scikit-learn
-    prep = prepare(spec, Z, xp, centred=False)
-    K = build_kernel(prep, xp).K
+    K = build_kernel(KernelEvaluator(spec, Z), Z, xp).K
     K = K + alpha * xp.eye(K.shape[0], dtype=K.dtype, device=device(K))
     dual = xp.linalg.solve(K, X)
     if not bool(xp.all(xp.isfinite(dual))):
@@ -525,8 +405,8 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     dtype_eps = _eps(dtype, xp)
     if estimator.copy_X:
         X = xp.asarray(X, copy=True)
-    prep = prepare(spec, X, xp, centred=True)
-    built = build_kernel(prep, xp)
+    ev = KernelEvaluator(spec, X, centred=True)
+    built = build_kernel(ev, X, xp)
     check_kernel_values(
         spec, KernelStats(np.zeros(0), 0.0, built.frobenius, built.max_abs, built.finite)
     )
@@ -549,7 +429,7 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
         U = xp.astype(U, dtype)
     float32 = dtype_eps > _EPS64
     pairs = _Eigenpairs(
-        theta, U, row_means, float(grand_mean), prep.shift, prep.expm1, solver, bound, smallest,
+        theta, U, row_means, float(grand_mean), ev.shift, ev.expm1, solver, bound, smallest,
         built.frobenius if float32 else None, None, "device",
     )
     eigenvalues, U, alphas = finish(pairs, k, n, spec, drop, estimator.n_components)
@@ -564,12 +444,12 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
         col_means=row_means,
         grand_mean=float(grand_mean),
         X_fit=X,
-        shift=prep.shift,
-        expm1=prep.expm1,
+        shift=ev.shift,
+        expm1=ev.expm1,
         solver=solver,
         rounding_bound=bound,
         device=dev,
-        prepared=prep,
+        evaluator=ev,
     )
     estimator._preimage = None
     estimator._set_fitted(result, spec, n, d)
@@ -656,12 +536,12 @@ def transform_device(estimator: Any, X: Any) -> Any:
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input."
         )
-    prep, n_fit = result.prepared, result.alphas.shape[0]
+    ev, n_fit = result.evaluator, result.alphas.shape[0]
     rows = _rows_per_block(n_fit, _itemsize(fitted, xp), BLOCK_BYTES)
     parts = []
     for r0 in range(0, X.shape[0], rows):
         r1 = min(r0 + rows, X.shape[0])
-        K = cross_kernel(prep, X, xp, r0, r1)
+        K = cross_kernel(ev, X[r0:r1, :])
         if not bool(xp.all(xp.isfinite(K))) or float(xp.max(xp.abs(K))) > 1e140:
             big = float(xp.max(xp.abs(K)))
             check_kernel_values(
@@ -703,6 +583,6 @@ def inverse_transform_device(estimator: Any, Z: Any) -> Any:
 def kernel_matrix_c_device(estimator: Any) -> Any:
     """The centred training kernel, recomputed on the device."""
     result = estimator._result
-    K = build_kernel(result.prepared, result.xp).K
+    K = build_kernel(result.evaluator, result.X_fit, result.xp).K
     center_inplace(K, result.xp)
     return K

@@ -68,6 +68,7 @@ from ._validation import (
     check_finite_scalar,
     check_positive,
 )
+from ._xp import device, hstack, namespace
 
 __all__ = [
     "linear_kernel",
@@ -271,15 +272,26 @@ def make_kernel(
 
 
 def _row_norms_sq(A: NDArray[np.float64]) -> NDArray[np.float64]:
+    xp = namespace(A)
+    if xp is not np:
+        return xp.sum(A * A, axis=1)
     with np.errstate(over="ignore"):
         return np.einsum("ij,ij->i", A, A)
 
 
 def _safe_row_norms(A: NDArray[np.float64]) -> NDArray[np.float64]:
     """‖a_i‖ without overflow or underflow (scaled by the largest entry of each row)."""
-    scale = np.max(np.abs(A), axis=1)
-    safe = np.where(scale > 0, scale, 1.0)
-    return scale * np.sqrt(_row_norms_sq(A / safe[:, None]))
+    xp = namespace(A)
+    scale = xp.max(xp.abs(A), axis=1)
+    safe = xp.where(scale > 0, scale, xp.ones_like(scale))
+    return scale * xp.sqrt(_row_norms_sq(A / safe[:, None]))
+
+
+def _full(xp: object, like: object, shape: tuple[int, int], value: float) -> object:
+    """A constant array of ``like``'s dtype and device (float64 for NumPy, as before)."""
+    if xp is np:
+        return np.full(shape, value)
+    return xp.full(shape, value, dtype=like.dtype, device=device(like))
 
 
 class _Side:
@@ -350,16 +362,20 @@ class KernelEvaluator:
         name = spec.name
         self.shift = None
         self.expm1 = False
+        xp = namespace(B)
         if name == "rbf" or (name == "linear" and centred):
-            self.shift = B.mean(axis=0) if shift is None else np.asarray(shift, dtype=np.float64)
+            if shift is None:
+                self.shift = xp.mean(B, axis=0)
+            else:
+                self.shift = np.asarray(shift, dtype=np.float64) if xp is np else shift
         Bs = B - self.shift if self.shift is not None else B
-        ones = np.ones((B.shape[0], 1))
+        ones = _full(xp, B, (B.shape[0], 1), 1.0)
         if name == "rbf":
             self.sq = _row_norms_sq(Bs)
             self._check_spread(self.sq, "X")
             # ‖a‖² + ‖b‖² − 2aᵀb = [a, ‖a‖², 1] · [−2b, 1, ‖b‖²]
-            self.right = np.hstack([-2.0 * Bs, ones, self.sq[:, None]])
-            s_max = float(self.sq.max())
+            self.right = hstack(xp, [-2.0 * Bs, ones, self.sq[:, None]])
+            s_max = float(xp.max(self.sq))
             if expm1 is None:
                 expm1 = centred and spec.gamma * 4.0 * s_max <= 2.0
             self.expm1 = bool(expm1 and centred)
@@ -368,7 +384,9 @@ class KernelEvaluator:
             self._err = (self.d + 2) * _EPS * spec.gamma  # error of γD per unit of ‖a‖² + ‖b‖²
         elif name in ("poly", "sigmoid"):
             # γ aᵀb + coef0 = [a, 1] · [γ b, coef0]
-            self.right = np.hstack([spec.gamma * Bs, np.full((B.shape[0], 1), spec.coef0)])
+            self.right = hstack(
+                xp, [spec.gamma * Bs, _full(xp, B, (B.shape[0], 1), float(spec.coef0))]
+            )
         elif name == "cosine":
             self.right = self._normalise(Bs)
         else:
@@ -376,7 +394,8 @@ class KernelEvaluator:
 
     # -- preparation ---------------------------------------------------------------------
     def _check_spread(self, sq: NDArray[np.float64], name: str) -> None:
-        if not np.all(np.isfinite(sq)):
+        xp = namespace(sq)
+        if not bool(xp.all(xp.isfinite(sq))):
             raise ValueError(
                 f"{name} has values too large for squared distances in float64 (largest |x − "
                 f"mean| squared overflows); scale {name}, e.g. with "
@@ -386,24 +405,30 @@ class KernelEvaluator:
     @staticmethod
     def _normalise(A: NDArray[np.float64]) -> NDArray[np.float64]:
         norms = _safe_row_norms(A)
+        xp = namespace(A)
+        if xp is not np:
+            safe = xp.where(norms > 0, norms, xp.ones_like(norms))
+            return xp.where((norms > 0)[:, None], A / safe[:, None], xp.zeros_like(A))
         out = np.zeros_like(A)
         nz = norms > 0
         out[nz] = A[nz] / norms[nz, None]
         return out
 
     def side(self, A: NDArray[np.float64]) -> _Side:
-        """Prepare rows ``A`` (validated float64, same number of features as ``B``)."""
+        """Prepare rows ``A`` (validated, the dtype and namespace of ``B``, same features)."""
         name = self.spec.name
+        xp = namespace(A)
         As = A - self.shift if self.shift is not None else A
+        ones = _full(xp, A, (A.shape[0], 1), 1.0)
         if name == "rbf":
             sq = _row_norms_sq(As)
             self._check_spread(sq, "X")
-            return _Side(np.hstack([As, sq[:, None], np.ones((A.shape[0], 1))]), sq, self.d)
+            return _Side(hstack(xp, [As, sq[:, None], ones]), sq, self.d)
         if name in ("poly", "sigmoid"):
-            return _Side(np.hstack([As, np.ones((A.shape[0], 1))]), None, self.d)
+            return _Side(hstack(xp, [As, ones]), None, self.d)
         if name == "cosine":
             return _Side(self._normalise(As), None, self.d)
-        return _Side(np.ascontiguousarray(As), None, self.d)
+        return _Side(np.ascontiguousarray(As) if xp is np else As, None, self.d)
 
     # -- evaluation ----------------------------------------------------------------------
     def block(
@@ -419,7 +444,10 @@ class KernelEvaluator:
 
         ``diagonal=True`` declares that ``A`` is ``B`` and ``rows == cols``:
         the block is then made exactly symmetric (and the RBF diagonal exact).
+        Any Array API namespace (the reference rows'); ``out`` is NumPy's only.
         """
+        if namespace(self.right) is not np:
+            return self._block_namespace(side, rows, cols, diagonal)
         with np.errstate(over="ignore", invalid="ignore"):
             # Overflow is reported by the callers (check_kernel_values), naming the fix.
             return self._block(side, rows, cols, out, diagonal)
@@ -452,6 +480,29 @@ class KernelEvaluator:
         if diagonal:
             _symmetrize(K)
         return K
+
+    def _block_namespace(self, side: _Side, rows: slice, cols: slice, diagonal: bool) -> object:
+        """:meth:`_block` for arrays of another namespace, on their device (no ``out``).
+
+        The same arithmetic, without the in-place steps; the RBF refinement by direct
+        differences (:meth:`_refine`, NumPy's) is not done: on a device the kernel is
+        stored in ``X``'s dtype and the verification's rounding level accounts for it.
+        """
+        xp, name = namespace(self.right), self.spec.name
+        K = side.left[rows, :] @ xp.matrix_transpose(self.right[cols, :])
+        if name == "rbf":
+            K = xp.maximum(K, xp.zeros_like(K))  # rounding can make ‖x − y‖² slightly negative
+            if diagonal:
+                K = 0.5 * (K + xp.matrix_transpose(K))
+                i = xp.arange(K.shape[0], device=device(K))
+                K = xp.where(i[:, None] == i[None, :], xp.zeros_like(K), K)
+            K = -self.spec.gamma * K
+            return xp.expm1(K) if self.expm1 else xp.exp(K)
+        if name == "poly" and self.spec.degree >= 2:
+            K = K**self.spec.degree
+        elif name == "sigmoid":
+            K = xp.tanh(K)
+        return 0.5 * (K + xp.matrix_transpose(K)) if diagonal else K
 
     def _refine(self, D: NDArray[np.float64], side: _Side, rows: slice, cols: slice) -> None:
         """Recompute from direct differences the entries that cancellation may have spoilt.

@@ -321,17 +321,20 @@ def test_results_stay_on_the_default_device_too(be):
 
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_blocked_kernel_equals_unblocked(be, kernel):
-    from kpca_lib.kernels import make_kernel
+    from kpca_lib.kernels import KernelEvaluator, make_kernel
 
     X = be.on_device(data(50))
     spec = make_kernel(kernel, n_features=2, **KERNELS[kernel])
-    prep = aa.prepare(spec, X, be.xp, centred=True)
-    whole = aa.build_kernel(prep, be.xp, budget=1 << 40)
-    tiny = aa.build_kernel(prep, be.xp, budget=1)  # one row per block
+    ev = KernelEvaluator(spec, X, centred=True)  # the evaluator every namespace shares
+    whole = aa.build_kernel(ev, X, be.xp, budget=1 << 40)
+    tiny = aa.build_kernel(ev, X, be.xp, budget=1)  # one row per block
     np.testing.assert_allclose(be.host(tiny.K), be.host(whole.K), rtol=1e-13, atol=1e-14)
     K = be.host(tiny.K)
     np.testing.assert_array_equal(K, K.T)  # mirrored: exactly symmetric
     assert tiny.frobenius == pytest.approx(np.linalg.norm(K), rel=1e-12)
+    # The same evaluator on NumPy rows gives the CPU path's kernel.
+    cpu = KernelEvaluator(spec, be.host(X), centred=True)(be.host(X), same=True)
+    np.testing.assert_allclose(K, cpu, rtol=1e-12, atol=1e-13 * np.abs(cpu).max())
 
 
 def test_fit_with_a_tiny_block_budget_gives_the_same_model(be, monkeypatch):
