@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "PCA",
+    "ApproximateKernelPCA",
     "KernelPCA",
     "analysis",
     "approximation",
@@ -31,7 +32,11 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_ESTIMATORS = {"PCA": "pca", "KernelPCA": "kernel_pca"}
+_ESTIMATORS = {
+    "PCA": "pca",
+    "KernelPCA": "kernel_pca",
+    "ApproximateKernelPCA": "approximate_kernel_pca",
+}
 _SUBMODULES = {
     "analysis", "approximation", "centering", "datasets", "features", "kernels", "mercer",
     "novelty", "plotting", "preimage", "selection", "timing", "widgets",
@@ -53,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         timing,
         widgets,
     )
+    from .approximate_kernel_pca import ApproximateKernelPCA
     from .kernel_pca import KernelPCA
     from .pca import PCA
 

@@ -1,8 +1,9 @@
 """Approximate kernel PCA: an explicit feature map, then centred linear PCA of the features.
 
-The fitting half of :class:`kpca_lib.kernel_pca.KernelPCA` with
-``approximation="nystroem"`` or ``"rff"``, as two pure functions over the
-feature maps and the chunked feature PCA of :mod:`kpca_lib.approximation`.
+The computing half of :class:`kpca_lib.approximate_kernel_pca.ApproximateKernelPCA`
+(``method="nystroem"`` or ``"rff"``; also behind ``KernelPCA``'s deprecated
+``approximation=``), as two pure functions over the feature maps and the chunked
+feature PCA of :mod:`kpca_lib.approximation`.
 """
 
 from __future__ import annotations
@@ -52,24 +53,33 @@ class ApproximateResult:
         return self.pca.eigenvalues
 
 
-def check_approximation(approximation: object, spec: KernelSpec) -> str | None:
-    """Validate ``approximation`` against the kernel; ``None`` means exact."""
-    if approximation is None:
+def check_approximation(
+    approximation: object, spec: KernelSpec, *, param: str = "approximation"
+) -> str | None:
+    """Validate the approximation method against the kernel.
+
+    ``param`` is the parameter's name in the messages: ``"approximation"``
+    (``KernelPCA``'s deprecated parameter, where ``None`` means exact) or
+    ``"method"`` (``ApproximateKernelPCA``'s, where ``None`` is refused).
+    """
+    exact = param == "approximation"
+    if approximation is None and exact:
         return None
     if not isinstance(approximation, str) or approximation not in APPROXIMATIONS:
+        choices = ", ".join(repr(a) for a in APPROXIMATIONS)
         raise ValueError(
-            f"approximation must be None, {', '.join(repr(a) for a in APPROXIMATIONS)}; "
-            f"got {approximation!r}."
+            f"{param} must be {'None, ' if exact else 'one of '}{choices}; got {approximation!r}."
         )
     if approximation == "rff" and spec.name != "rbf":
         raise ValueError(
-            f"approximation='rff' (random Fourier features) exists for kernel='rbf' only; "
-            f"got kernel={spec.name!r}. Use approximation='nystroem' for other kernels."
+            f"{param}='rff' (random Fourier features) exists for kernel='rbf' only; "
+            f"got kernel={spec.name!r}. Use {param}='nystroem' for other kernels."
         )
     if spec.name == "precomputed":
+        fix = "approximation=None" if exact else "kpca_lib.KernelPCA(kernel='precomputed')"
         raise ValueError(
-            "kernel='precomputed' cannot be approximated: the features need the kernel function. "
-            "Use approximation=None."
+            f"kernel='precomputed' cannot be approximated: the features need the kernel function. "
+            f"Use {fix}."
         )
     return approximation
 

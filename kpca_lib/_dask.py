@@ -1,7 +1,7 @@
 """Approximate kernel PCA of Dask arrays: the features are computed where the chunks live.
 
-:class:`~kpca_lib.kernel_pca.KernelPCA` with ``approximation="nystroem"`` or ``"rff"``
-accepts a two-dimensional ``dask.array.Array`` (rows = samples) at ``fit`` and
+:class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA` (``method="nystroem"`` or
+``"rff"``) accepts a two-dimensional ``dask.array.Array`` (rows = samples) at ``fit`` and
 ``transform``:
 
 * the feature map is fitted on the client exactly as for a NumPy array of the same

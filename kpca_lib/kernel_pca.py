@@ -10,7 +10,7 @@
    with the kernel row centred by the *training* statistics.
 
 This module holds the public estimator: parameters, validation, the
-scikit-learn API and the dispatch to the two fitting modes, each a small
+scikit-learn API and the dispatch to the fitting modes, each a small
 module returning a result object:
 
 * exact (:mod:`kpca_lib._exact`): at scale (``n`` in the tens of thousands)
@@ -19,9 +19,12 @@ module returning a result object:
   inside every matrix–vector product, and only the top eigenpairs are
   computed (:mod:`kpca_lib._eigen`). Fit and ``transform`` evaluate the
   kernel with the same code (:class:`kpca_lib.kernels.KernelEvaluator`).
-* approximate (:mod:`kpca_lib._approximate`, ``approximation="nystroem"`` or
-  ``"rff"``): explicit approximate features ``Φ(x) ∈ R^J`` are computed chunk
-  by chunk and linear PCA is run on them, centred (:mod:`kpca_lib.approximation`).
+* approximate: the estimator of its own,
+  :class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA` (Nyström or
+  random Fourier features, then centred linear PCA of them; Dask arrays too).
+  ``KernelPCA(approximation="nystroem" | "rff", n_features=J)`` is deprecated
+  since 0.2 (a ``FutureWarning``, removed in 0.3): it fits that estimator and
+  exposes its attributes, with the same results.
 
 It is a drop-in for ``sklearn.decomposition.KernelPCA``: the same parameters,
 defaults and attributes (plus the lectures' ``sigma`` and this package's
@@ -46,12 +49,12 @@ from sklearn.utils.validation import check_is_fitted
 from ._approximate import (
     ApproximateResult,
     check_approximation,
-    fit_approximate,
     transform_approximate,
 )
 from ._dask import is_dask_array
 from ._eigen import EIGEN_SOLVERS, choose_solver
 from ._exact import ExactResult, NonPSDKernelWarning, fit_exact, transform_exact
+from ._kernel_params import estimator_kernel_spec
 from ._validation import (
     capped_n_components,
     check_array,
@@ -69,7 +72,7 @@ from ._validation import (
     output_dtype,
 )
 from .centering import center_kernel
-from .kernels import KERNELS, KernelFunction, KernelSpec, make_kernel, sparse_kernel
+from .kernels import KERNELS, KernelFunction, KernelSpec, sparse_kernel
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import _check_feature_names
@@ -117,11 +120,11 @@ class _InverseTransform:
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Kernel principal component analysis, exact or approximate.
+    """Kernel principal component analysis (exact; approximate: ``ApproximateKernelPCA``).
 
     A drop-in for ``sklearn.decomposition.KernelPCA``: the same parameters,
     defaults and meaning, plus the lectures' ``sigma`` and the options of this
-    package (``kernel_dtype``, ``approximation``, ...). ``KernelPCA()`` with no
+    package (``kernel_dtype``, ...). ``KernelPCA()`` with no
     arguments is scikit-learn's: a linear kernel. For the lectures' kernels
     pass them explicitly: ``kernel="rbf", sigma=σ`` for ``exp(−‖x−y‖²/(2σ²))``
     and ``kernel="poly", degree=p, gamma=1.0, coef0=1.0`` for ``(xᵀy + 1)^p``.
@@ -130,8 +133,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     ----------
     n_components : int, optional
         Number of components, at least 1. More than ``n_samples`` is capped at
-        ``n_samples`` (exact method, as scikit-learn); an approximation needs
-        at most ``min(n_samples, n_features)``. ``None`` keeps every component
+        ``n_samples`` (as scikit-learn; the deprecated ``approximation=`` needs
+        at most ``min(n_samples, n_features)``). ``None`` keeps every component
         with a non-zero eigenvalue.
     kernel : {"linear", "poly", "rbf", "sigmoid", "cosine", "precomputed"} or callable, default="linear"
         ``"linear"``: ``xᵀy``; ``"poly"``: ``(γ xᵀy + coef0)^degree``;
@@ -226,13 +229,15 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         ``ValueError``. Ignored by ``"dense"``, callable and precomputed
         kernels and sparse ``X``.
     approximation : {None, "nystroem", "rff"}, default=None
-        ``None``: exact kernel PCA. ``"nystroem"``: :class:`~kpca_lib.approximation.NystroemFeatures`
-        with ``n_features`` landmarks (any kernel but precomputed); ``"rff"``:
-        :class:`~kpca_lib.approximation.RandomFourierFeatures` (RBF kernel
-        only). Then centred linear PCA of the features, in O(n·J²) time and
-        O(J²) memory: millions of points.
+        Deprecated since 0.2, removed in 0.3: use
+        :class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA` with
+        ``method=approximation`` (the warning names the exact call; mind its
+        default kernel, ``"rbf"``). ``None``: exact kernel PCA. Otherwise a fit
+        emits a ``FutureWarning``, fits that estimator and exposes its
+        attributes (the same results).
     n_features : int, default=100
-        Number ``J`` of approximate features (approximations only).
+        Deprecated with ``approximation`` (its ``n_features``); ignored when
+        ``approximation=None``.
     random_state : int, RandomState, Generator or None
         Seed of the randomized solver's start block and of the approximations'
         landmarks or random frequencies. The other exact solvers are always
@@ -251,8 +256,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     eigenvalues_ : ndarray of shape (n_components,)
         Eigenvalues ``nλ_k`` of the centred kernel matrix, descending
         (``λ_k`` is the variance along the k-th component in feature space).
-        Values within rounding of 0 are exactly 0. For an approximation:
-        ``n ×`` the eigenvalues of the covariance of the centred features.
+        Values within rounding of 0 are exactly 0. With the deprecated
+        ``approximation=``: ``n ×`` the eigenvalues of the covariance of the centred features.
     explained_variance_ : ndarray of shape (n_components,)
         ``λ_k = eigenvalues_ / n``.
     alphas_ : ndarray of shape (n_samples, n_components)
@@ -266,12 +271,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Exact method only (``transform`` needs every training point), as
         float64 (a CSR matrix for sparse ``X``); the kernel matrix for
         ``kernel="precomputed"``.
-    feature_map_ : RandomFourierFeatures or NystroemFeatures
-        Approximations only: the fitted feature map ``Φ``.
-    components_ : ndarray of shape (n_components, n_features)
-        Approximations only: unit principal directions in R^J, as rows.
-    feature_mean_ : ndarray of shape (n_features,)
-        Approximations only: mean of the training features, used to centre.
+    feature_map_, components_, feature_mean_
+        Only after a fit with the deprecated ``approximation=``: those of
+        :class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA`.
     X_transformed_fit_ : ndarray of shape (n_samples, n_components)
         With ``fit_inverse_transform=True``: the training projections.
     dual_coef_ : ndarray of shape (n_samples, n_features)
@@ -290,14 +292,15 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Notes
     -----
     ``transform(X)`` is ``center_test_kernel(k(X, X_fit_), K_fit) @ alphas_``
-    (computed in row blocks), or ``(Φ(X) − feature_mean_) @ components_.T``
-    for an approximation; ``fit_transform(X)`` equals ``fit(X).transform(X)``.
+    (computed in row blocks); ``fit_transform(X)`` equals ``fit(X).transform(X)``.
+    A Dask array is refused (exact kernel PCA needs the whole kernel matrix):
+    use :class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA`, or
+    ``X.compute()``.
 
     ``X`` may be a ``scipy.sparse`` matrix for the named kernels (exact method):
     the kernel matrix is computed from the sparse rows (``X`` is never
     densified; ``X_fit_`` is a CSR matrix) and held as a full float64 matrix.
-    Callable and precomputed kernels and the approximations need dense ``X``
-    (a ``ValueError`` says so).
+    Callable and precomputed kernels need dense ``X`` (a ``ValueError`` says so).
 
     Computations run in float64. As in scikit-learn, the output of
     ``fit_transform``, ``transform`` and ``inverse_transform`` is float32 when
@@ -314,10 +317,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     >>> X, y = make_moons(100, noise=0.05, random_state=0)
     >>> Z = KernelPCA(n_components=2, kernel="rbf", sigma=0.3).fit_transform(X)
     >>> Z.shape
-    (100, 2)
-    >>> approx = KernelPCA(2, kernel="rbf", sigma=0.3, approximation="nystroem", n_features=50,
-    ...                    random_state=0)
-    >>> approx.fit_transform(X).shape
     (100, 2)
     """
 
@@ -368,38 +367,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     # -- parameters --------------------------------------------------------------------
     def _kernel_spec(self, n_features: int) -> KernelSpec:
-        kernel = self.kernel
-        params = self.kernel_params
-        if params is not None and not isinstance(params, dict):
-            raise ValueError(
-                f"kernel_params must be None or a dict of keyword arguments of a callable "
-                f"kernel; got {type(params).__name__}."
-            )
-        if params and not callable(kernel):
-            raise ValueError(
-                f"kernel_params={params!r} are keyword arguments of a callable kernel, but "
-                f"kernel={kernel!r} is a named kernel, which would ignore them (scikit-learn "
-                "does, silently). Pass its parameters as gamma=, degree=, coef0= (or sigma= "
-                "for 'rbf'), or drop kernel_params."
-            )
-        if params and callable(kernel):
-            kernel = functools.partial(kernel, **params)
-        spec = make_kernel(
-            kernel,
-            sigma=self.sigma,
-            gamma=self.gamma,
-            degree=self.degree,
-            coef0=self.coef0,
-            allow_precomputed=True,
-            n_features=n_features,
-        )
-        if self.sigma is not None and not (isinstance(self.kernel, str) and self.kernel == "rbf"):
-            raise ValueError(
-                f"sigma={self.sigma!r} is the bandwidth of the RBF kernel, but kernel="
-                f"{self.kernel!r} has none: pass kernel='rbf' with it (KernelPCA's default kernel "
-                "is 'linear', as scikit-learn's), or drop sigma."
-            )
-        return spec
+        return estimator_kernel_spec(self, n_features)  # shared with ApproximateKernelPCA
 
     def _check_params(self, n: int, n_features: int) -> KernelSpec:
         spec = self._kernel_spec(n_features)
@@ -480,20 +448,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 f"of the training points; got shape {X.shape}."
             )
         self._preimage = None
-        if approximation is not None:
-            result = fit_approximate(
-                spec,
-                X,
-                self.n_components,
-                approximation=approximation,
-                n_features=self.n_features,
-                random_state=self.random_state,
-                n_threads=n_threads,
-                remove_zero_eig=bool(self.remove_zero_eig),
-            )
-            needed = project or self.fit_inverse_transform
-            Z = transform_approximate(result, X) if needed else None
-            self.eigen_solver_ = "features"
+        if approximation is not None:  # deprecated: ApproximateKernelPCA does the work
+            Z = self._fit_approximation(X, n, project=project)
+            self._fit_dtype = fit_dtype
+            return None if Z is None else Z.astype(fit_dtype, copy=False)
         else:
             n_components = capped_n_components(self.n_components, n)
             if self.copy_X and _shares_memory(X, X_in):
@@ -544,38 +502,35 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.sigma_ = spec.sigma
 
     def _fit_dask(self, X: object, *, project: bool) -> object:
-        """Fit on a Dask array (approximations only; :mod:`kpca_lib._dask`)."""
-        from ._dask import check_dask_array, fit_approximate_dask, transform_dask
-
+        """A Dask array: only ``ApproximateKernelPCA`` (or the deprecated ``approximation=``)
+        fits one, chunk by chunk (:mod:`kpca_lib._dask`)."""
         spec = self._check_params(2, int(X.shape[1]))
-        approximation = check_approximation(self.approximation, spec)
-        if approximation is None:
+        if check_approximation(self.approximation, spec) is None:
             raise ValueError(
                 "X is a Dask array: exact kernel PCA needs the whole n×n kernel matrix in one "
-                "place, so it does not run on chunks. Use approximation='nystroem' or 'rff' "
-                "(features computed chunk by chunk on the workers), or pass X.compute()."
+                "place, so it does not run on chunks. Use kpca_lib.ApproximateKernelPCA("
+                "method='nystroem' or 'rff', n_features=...) (features computed chunk by chunk "
+                "on the workers), or pass X.compute() to KernelPCA."
             )
-        if self.fit_inverse_transform:
-            raise ValueError(
-                "fit_inverse_transform=True is not supported for a Dask array (the pre-image "
-                "map needs every training point in memory); fit it on X.compute() or a sample."
-            )
-        X = check_dask_array(X)
         _check_feature_names(self, X, reset=True)
         self._preimage = None
-        result = fit_approximate_dask(
-            spec,
-            X,
-            self.n_components,
-            approximation=approximation,
-            n_features=self.n_features,
-            random_state=self.random_state,
-            remove_zero_eig=bool(self.remove_zero_eig),
-        )
-        self.eigen_solver_ = "features"
-        self._set_fitted(result, spec, int(X.shape[0]), int(X.shape[1]))
+        Z = self._fit_approximation(X, int(X.shape[0]), project=project)
         self._fit_dtype = np.dtype(np.float64)
-        return transform_dask(result, X) if project else None
+        return Z
+
+    def _fit_approximation(self, X: object, n: int, *, project: bool) -> object:
+        """``approximation=`` (deprecated, a ``FutureWarning``): fit the
+        :class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA` it stands for on the
+        validated ``X`` (or a Dask array) and take its fitted attributes."""
+        from .approximate_kernel_pca import _from_kernel_pca
+
+        model = _from_kernel_pca(self)
+        Z = model._fit(X, project=project)
+        self._approximate_model = model
+        self._preimage = model._preimage
+        self.eigen_solver_ = "features"
+        self._set_fitted(model._result, model._spec, n, model.n_features_in_)
+        return Z
 
     def fit(self, X: ArrayLike, y: object = None) -> KernelPCA:
         """Fit kernel PCA on ``X`` of shape (n_samples, n_features).
@@ -603,7 +558,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         in row blocks so that the m×n test kernel is never held at once.
         With ``kernel="precomputed"``, ``X`` is the (m, n_samples) kernel
         between the new and the training points.
-        Approximation: ``(Φ(X) − feature_mean_) @ components_.T``.
+        Deprecated ``approximation=``: ``(Φ(X) − feature_mean_) @ components_.T``.
         """
         check_is_fitted(self, "eigenvalues_")
         if is_dask_array(X):
@@ -635,16 +590,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return Z.astype(dtype, copy=False)
 
     def _transform_dask(self, X: object) -> object:
-        from ._dask import check_dask_array, transform_dask
-
         if not isinstance(self._result, ApproximateResult):
             raise ValueError(
                 "X is a Dask array: transform of a Dask array needs an approximate fit "
-                "(approximation='nystroem' or 'rff'); for an exact model pass X.compute()."
+                "(kpca_lib.ApproximateKernelPCA, fitted on the Dask array or in memory); for "
+                "an exact model pass X.compute()."
             )
-        X = check_dask_array(X)
-        check_n_features(X, self.n_features_in_, type(self).__name__)
-        return transform_dask(self._result, X)
+        return self._approximate_model.transform(X)  # deprecated approximation=
 
     @_InverseTransform
     def inverse_transform(self, X: ArrayLike) -> NDArray[np.float64]:
@@ -688,13 +640,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             )
         return result
 
-    def _approximate(self, name: str) -> ApproximateResult:
-        result = self.__dict__.get("_result")
-        if not isinstance(result, ApproximateResult):
+    def _approximate(self, name: str):  # noqa: ANN202 - an ApproximateKernelPCA
+        """The fitted ApproximateKernelPCA of the deprecated ``approximation=`` (for ``name``)."""
+        if not isinstance(self.__dict__.get("_result"), ApproximateResult):
             raise AttributeError(
-                f"{name} exists after an approximate fit only (approximation='nystroem' or 'rff')"
+                f"{name} is an attribute of kpca_lib.ApproximateKernelPCA (KernelPCA has it only "
+                "after a fit with the deprecated approximation='nystroem' or 'rff')"
             )
-        return result
+        return self._approximate_model
 
     def _inverse(self, name: str):  # noqa: ANN202 - the preimage module's PreimageMap
         preimage = self.__dict__.get("_preimage")
@@ -716,15 +669,15 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @property
     def components_(self) -> NDArray[np.float64]:
-        return self._approximate("components_").pca.components
+        return self._approximate("components_").components_
 
     @property
     def feature_mean_(self) -> NDArray[np.float64]:
-        return self._approximate("feature_mean_").pca.mean
+        return self._approximate("feature_mean_").feature_mean_
 
     @property
     def feature_map_(self):  # noqa: ANN201 - RandomFourierFeatures or NystroemFeatures
-        return self._approximate("feature_map_").feature_map
+        return self._approximate("feature_map_").feature_map_
 
     @property
     def X_transformed_fit_(self) -> NDArray[np.float64]:

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_array
+from .approximate_kernel_pca import ApproximateKernelPCA
 from .kernel_pca import KernelPCA
 from .kernels import get_kernel, squared_distances
 
@@ -62,7 +63,9 @@ def _diagonal(
     return np.array([kernel_fn(x[None, :], x[None, :])[0, 0] for x in X])  # a callable
 
 
-def feature_space_reconstruction_error(estimator: KernelPCA, X: ArrayLike) -> NDArray[np.float64]:
+def feature_space_reconstruction_error(
+    estimator: KernelPCA | ApproximateKernelPCA, X: ArrayLike
+) -> NDArray[np.float64]:
     """Squared distance of ``φ(x)`` from the kernel principal subspace: a novelty score.
 
     For each row ``x`` of ``X``, ``‖φ̃(x) − P_r φ̃(x)‖² = ‖φ̃(x)‖² − ‖z(x)‖²``,
@@ -75,11 +78,12 @@ def feature_space_reconstruction_error(estimator: KernelPCA, X: ArrayLike) -> ND
 
     Parameters
     ----------
-    estimator : kpca_lib.KernelPCA
+    estimator : kpca_lib.KernelPCA or kpca_lib.ApproximateKernelPCA
         A fitted kernel PCA with a positive semi-definite kernel: ``"rbf"``,
-        ``"poly"``, ``"linear"``, ``"cosine"`` or a callable. With an
-        approximation (``"nystroem"``, ``"rff"``) the error is computed in the
-        approximate feature space ``feature_map_``.
+        ``"poly"``, ``"linear"``, ``"cosine"`` or a callable. For an
+        :class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA` (Nyström
+        or random Fourier features) the error is computed in its approximate
+        feature space ``feature_map_``.
     X : array-like of shape (n_points, n_features)
         The points to score.
 
@@ -92,7 +96,8 @@ def feature_space_reconstruction_error(estimator: KernelPCA, X: ArrayLike) -> ND
     Raises
     ------
     ValueError
-        If ``estimator`` is not a :class:`kpca_lib.KernelPCA`, its kernel is
+        If ``estimator`` is not a :class:`kpca_lib.KernelPCA` or
+        :class:`kpca_lib.ApproximateKernelPCA`, its kernel is
         ``"precomputed"`` (``k(x, x)`` is unknown) or ``"sigmoid"`` (not
         positive semi-definite: no feature space), or ``X`` has the wrong
         number of columns.
@@ -119,9 +124,10 @@ def feature_space_reconstruction_error(estimator: KernelPCA, X: ArrayLike) -> ND
     >>> bool(on < 0.1 < off)
     True
     """
-    if not isinstance(estimator, KernelPCA):
+    if not isinstance(estimator, KernelPCA | ApproximateKernelPCA):
         raise ValueError(
-            "feature_space_reconstruction_error needs a fitted kpca_lib.KernelPCA; got "
+            "feature_space_reconstruction_error needs a fitted kpca_lib.KernelPCA or "
+            "ApproximateKernelPCA; got "
             f"{type(estimator).__name__} (scikit-learn's KernelPCA has other kernel defaults)."
         )
     check_is_fitted(estimator, "eigenvalues_")
@@ -139,7 +145,7 @@ def feature_space_reconstruction_error(estimator: KernelPCA, X: ArrayLike) -> ND
         )
     Z = estimator.transform(X)  # checks the columns (and DataFrame names)
     X = check_array(X)
-    if estimator.approximation is not None:
+    if isinstance(estimator, ApproximateKernelPCA) or estimator.approximation is not None:
         F = estimator.feature_map_.transform(X) - estimator.feature_mean_
         error = np.einsum("ij,ij->i", F, F) - np.einsum("ij,ij->i", Z, Z)
         return np.maximum(error, 0.0)

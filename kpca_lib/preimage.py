@@ -266,8 +266,8 @@ def _check_rbf_estimator(estimator: Any) -> tuple[NDArray, NDArray, float]:
         raise ValueError(
             "the fixed-point pre-image needs the training points X_fit_ and the exact "
             f"alphas_ of a fitted kpca_lib.KernelPCA; {type(estimator).__name__} has "
-            f"{'no X_fit_' if X_fit is None else 'no alphas_'} (an approximation keeps neither: "
-            "fit with approximation=None)."
+            f"{'no X_fit_' if X_fit is None else 'no alphas_'} (an approximation, such as "
+            "ApproximateKernelPCA, keeps neither: fit the exact kpca_lib.KernelPCA)."
         )
     return (
         np.asarray(X_fit, dtype=np.float64),

@@ -1,4 +1,4 @@
-"""Approximate kernel PCA: random Fourier features, Nyström features and the feature-view KernelPCA."""
+"""Approximate kernel PCA: random Fourier features, Nyström features and ApproximateKernelPCA."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kpca_lib import KernelPCA
+from kpca_lib import ApproximateKernelPCA, KernelPCA
 from kpca_lib.approximation import (
     NystroemFeatures,
     RandomFourierFeatures,
@@ -125,8 +125,8 @@ def test_feature_maps_bad_data(rng):
     [
         RandomFourierFeatures(5, random_state=0),
         NystroemFeatures(1, random_state=0),
-        KernelPCA(1, approximation="nystroem", n_features=1, random_state=0, kernel="rbf"),
-        KernelPCA(2, approximation="rff", n_features=10, random_state=0, kernel="rbf"),
+        ApproximateKernelPCA(1, method="nystroem", n_features=1, random_state=0),
+        ApproximateKernelPCA(2, method="rff", n_features=10, random_state=0),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -149,13 +149,13 @@ def test_feature_pca_is_centred_pca(rng):
     np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-9)
 
 
-# -- KernelPCA(approximation=...) ---------------------------------------------------
+# -- ApproximateKernelPCA ---------------------------------------------------------------
 
 
 def test_nystroem_with_all_points_is_exact_kernel_pca(moons):
     X, _, X_new = moons
     exact = KernelPCA(4, sigma=0.3, eigen_solver="dense", kernel="rbf").fit(X)
-    approx = KernelPCA(4, sigma=0.3, approximation="nystroem", n_features=len(X), random_state=0, kernel="rbf")
+    approx = ApproximateKernelPCA(4, sigma=0.3, method="nystroem", n_features=len(X), random_state=0)
     Z = approx.fit_transform(X)
     np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
     assert_allclose_up_to_sign(Z, exact.transform(X), atol=1e-5)
@@ -180,7 +180,7 @@ def test_approximation_converges_to_exact(moons, method, sizes, best):
     for J in sizes:
         errs, caps = [], []
         for seed in range(3):
-            kp = KernelPCA(2, sigma=0.5, approximation=method, n_features=J, random_state=seed, kernel="rbf")
+            kp = ApproximateKernelPCA(2, sigma=0.5, method=method, n_features=J, random_state=seed)
             Z = kp.fit_transform(X)
             errs.append(np.max(np.abs(kp.eigenvalues_ - exact.eigenvalues_) / exact.eigenvalues_))
             caps.append(_captured_variance(Z, K_c, exact.eigenvalues_))
@@ -195,22 +195,19 @@ def test_approximation_converges_to_exact(moons, method, sizes, best):
 def test_approximate_fit_transform_equals_transform_and_is_centred(moons):
     X, _, _ = moons
     for method in ("nystroem", "rff"):
-        kp = KernelPCA(3, sigma=0.5, approximation=method, n_features=60, random_state=0, kernel="rbf")
+        kp = ApproximateKernelPCA(3, sigma=0.5, method=method, n_features=60, random_state=0)
         Z = kp.fit_transform(X)
         np.testing.assert_allclose(Z, kp.transform(X), atol=1e-10)
         np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-10)
         np.testing.assert_allclose(Z.var(axis=0), kp.explained_variance_, rtol=1e-8)
-        assert kp.eigen_solver_ == "features"
         assert kp.components_.shape == (3, 60) and kp.feature_mean_.shape == (60,)
-        for name in ("alphas_", "eigenvectors_", "X_fit_"):
+        for name in ("alphas_", "eigenvectors_", "X_fit_", "kernel_matrix_c"):
             assert not hasattr(kp, name)
-        with pytest.raises(ValueError, match="approximation"):
-            kp.kernel_matrix_c()
 
 
 def test_chunked_features_equal_one_chunk(moons):
     X, _, _ = moons
-    kp = KernelPCA(2, sigma=0.5, approximation="rff", n_features=50, random_state=0, kernel="rbf")
+    kp = ApproximateKernelPCA(2, sigma=0.5, method="rff", n_features=50, random_state=0)
     Z = kp.fit_transform(X)  # X fits in one chunk
     res = feature_pca(kp.feature_map_._features, X, 2, chunk_rows=37, n_threads=2)
     np.testing.assert_allclose(res.eigenvalues, kp.eigenvalues_, rtol=1e-10)
@@ -218,55 +215,67 @@ def test_chunked_features_equal_one_chunk(moons):
     np.testing.assert_allclose(Z2, Z, atol=1e-10)
 
 
-def test_refit_switches_between_exact_and_approximate(moons):
+def test_refit_switches_between_methods(moons):
     X, _, X_new = moons
-    kp = KernelPCA(2, sigma=0.5, kernel="rbf").fit(X)
-    kp.set_params(approximation="nystroem", n_features=30, random_state=0).fit(X)
-    assert not hasattr(kp, "alphas_") and kp.transform(X_new).shape == (20, 2)
-    kp.set_params(approximation=None).fit(X)
-    assert not hasattr(kp, "feature_map_") and kp.transform(X_new).shape == (20, 2)
+    kp = ApproximateKernelPCA(2, sigma=0.5, method="rff", n_features=30, random_state=0).fit(X)
+    assert hasattr(kp.feature_map_, "frequencies_")
+    kp.set_params(method="nystroem").fit(X)
+    assert hasattr(kp.feature_map_, "landmarks_") and kp.transform(X_new).shape == (20, 2)
 
 
 def test_approximation_in_a_pipeline(moons):
     X, y, _ = moons
-    pipe = make_pipeline(KernelPCA(2, approximation="nystroem", n_features=50, random_state=0, kernel="rbf"), LogisticRegression(C=1e4))
-    grid = GridSearchCV(pipe, {"kernelpca__sigma": [0.2, 5.0]}, cv=3).fit(X, y)
-    assert grid.best_params_["kernelpca__sigma"] == 0.2
+    pipe = make_pipeline(ApproximateKernelPCA(2, method="nystroem", n_features=50, random_state=0), LogisticRegression(C=1e4))
+    grid = GridSearchCV(pipe, {"approximatekernelpca__sigma": [0.2, 5.0]}, cv=3).fit(X, y)
+    assert grid.best_params_["approximatekernelpca__sigma"] == 0.2
     assert grid.best_score_ > 0.95
-    est = KernelPCA(2, approximation="rff", n_features=30, random_state=0, kernel="rbf")
+    est = ApproximateKernelPCA(2, method="rff", n_features=30, random_state=0)
     assert clone(est).get_params() == est.get_params()
 
 
 def test_n_components_none_keeps_non_zero(rng):
     X = rng.normal(size=(40, 2))
-    kp = KernelPCA(kernel="linear", approximation="nystroem", n_features=10, random_state=0).fit(X)
+    kp = ApproximateKernelPCA(kernel="linear", method="nystroem", n_features=10, random_state=0).fit(X)
     assert kp.n_components_ == 2
-    kp = KernelPCA(5, kernel="linear", approximation="nystroem", n_features=10, random_state=0).fit(X)
+    kp = ApproximateKernelPCA(5, kernel="linear", method="nystroem", n_features=10, random_state=0).fit(X)
     np.testing.assert_array_equal(kp.eigenvalues_[2:], 0.0)
 
 
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"approximation": "random"}, "approximation"),
-        ({"approximation": 1}, "approximation"),
-        ({"approximation": "rff", "kernel": "poly"}, "rff"),
-        ({"approximation": "nystroem", "n_features": 0}, "n_features"),
-        ({"approximation": "nystroem", "n_features": 11}, "n_features"),
-        ({"approximation": "rff", "n_features": 1.5}, "n_features"),
-        ({"approximation": "rff", "n_features": 3, "n_components": 4}, "n_components"),
-        ({"approximation": "rff", "sigma": 0.0}, "sigma"),
-        ({"approximation": "nystroem", "eigen_solver": "magic"}, "eigen_solver"),
+        ({"method": "random"}, "method"),
+        ({"method": 1}, "method"),
+        ({"method": "rff", "kernel": "poly"}, "rff"),
+        ({"method": "nystroem", "n_features": 0}, "n_features"),
+        ({"method": "nystroem", "n_features": 11}, "n_features"),
+        ({"method": "rff", "n_features": 1.5}, "n_features"),
+        ({"method": "rff", "n_features": 3, "n_components": 4}, "n_components"),
+        ({"method": "rff", "sigma": 0.0}, "sigma"),
     ],
 )
 def test_bad_approximation_parameters(rng, params, match):
+    params = {"n_components": 2, **params}
+    with pytest.raises(ValueError, match=match):
+        ApproximateKernelPCA(**params).fit(rng.normal(size=(10, 2)))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"approximation": "random"}, "approximation must be None"),
+        ({"approximation": "rff", "kernel": "poly"}, "approximation='rff'"),
+        ({"approximation": "nystroem", "eigen_solver": "magic"}, "eigen_solver"),
+    ],
+)
+def test_bad_parameters_of_the_deprecated_spelling_keep_their_names(rng, params, match):
     params = {"n_components": 2, "kernel": "rbf", **params}
     with pytest.raises(ValueError, match=match):
         KernelPCA(**params).fit(rng.normal(size=(10, 2)))
 
 
 def test_approximate_transform_bad_data(rng):
-    kp = KernelPCA(2, approximation="rff", n_features=10, random_state=0, kernel="rbf").fit(rng.normal(size=(10, 2)))
+    kp = ApproximateKernelPCA(2, method="rff", n_features=10, random_state=0).fit(rng.normal(size=(10, 2)))
     with pytest.raises(ValueError, match="2 features"):
         kp.transform(rng.normal(size=(3, 3)))
     with pytest.raises(ValueError, match="NaN"):
@@ -304,6 +313,6 @@ def test_nystroem_with_all_landmarks_is_exact_kernel_pca(rng, kernel, params):
     if kernel != "sigmoid":  # the sigmoid K is indefinite: Nyström keeps its PSD part
         np.testing.assert_allclose(Phi @ Phi.T, K, atol=1e-8 * np.abs(K).max())
         exact = KernelPCA(2, kernel=kernel, **params).fit(X)
-        approx = KernelPCA(2, kernel=kernel, approximation="nystroem", n_features=40, random_state=0, **params).fit(X)
+        approx = ApproximateKernelPCA(2, kernel=kernel, method="nystroem", n_features=40, random_state=0, **params).fit(X)
         np.testing.assert_allclose(approx.eigenvalues_, exact.eigenvalues_, rtol=1e-6)
         assert_allclose_up_to_sign(approx.transform(X[:5]), exact.transform(X[:5]), atol=1e-6)

@@ -29,6 +29,7 @@ from test_grading import (
     without_run_times,
 )
 
+from kpca_lib.approximate_kernel_pca import ApproximateKernelPCA
 from kpca_lib.course.cli import main
 from kpca_lib.kernel_pca import KernelPCA
 
@@ -78,10 +79,10 @@ def test_dask_is_never_imported_without_cluster(tmp_path):
 import sys
 import numpy as np
 import kpca_lib
-from kpca_lib.kernel_pca import KernelPCA
+from kpca_lib import ApproximateKernelPCA
 X = np.random.default_rng(0).normal(size=(300, 2))
-for approximation in ("nystroem", "rff"):
-    KernelPCA(2, approximation=approximation, n_features=40, random_state=0, kernel="rbf").fit_transform(X)
+for method in ("nystroem", "rff"):
+    ApproximateKernelPCA(2, method=method, n_features=40, random_state=0).fit_transform(X)
 from kpca_lib.course.cli import main
 rc = main(["grade", "--assignment", {ASSIGNMENT!r}, "--out", {str(tmp_path / "out")!r},
            "--sandbox", "none", "--jobs", "1", {str(sub)!r}])
@@ -271,18 +272,17 @@ def test_scheduler_file_and_address_reach_the_same_scheduler(tmp_path, client):
 
 
 # --------------------------------------------------------------------------- Dask arrays
-@pytest.mark.parametrize("approximation", ["nystroem", "rff"])
-def test_dask_array_fit_equals_in_memory_fit(client, approximation):
+@pytest.mark.parametrize("method", ["nystroem", "rff"])
+def test_dask_array_fit_equals_in_memory_fit(client, method):
     import dask.array as da
     rng = np.random.default_rng(7)
     X = rng.normal(size=(23_457, 3)) * [1.0, 0.5, 2.0]
     # Uneven row chunks, split columns: the estimator rechunks what it needs.
     Xd = da.from_array(X, chunks=((5000, 8000, 457, 10_000), (2, 1)))
-    params = dict(n_components=5, sigma=1.3, approximation=approximation, n_features=80,
-                  random_state=11)
-    mem = KernelPCA(**params, kernel="rbf").fit(X)
-    dsk = KernelPCA(**params, kernel="rbf").fit(Xd)
-    if approximation == "nystroem":
+    params = dict(n_components=5, sigma=1.3, method=method, n_features=80, random_state=11)
+    mem = ApproximateKernelPCA(**params).fit(X)
+    dsk = ApproximateKernelPCA(**params).fit(Xd)
+    if method == "nystroem":
         np.testing.assert_array_equal(dsk.feature_map_.landmark_indices_,
                                       mem.feature_map_.landmark_indices_)
     else:
@@ -294,25 +294,31 @@ def test_dask_array_fit_equals_in_memory_fit(client, approximation):
     assert type(Z).__module__.startswith("dask") and Z.shape == (X.shape[0], 5)
     assert Z.chunks[0] == Xd.chunks[0]
     np.testing.assert_allclose(Z.compute(), mem.transform(X), atol=1e-8)
-    Zt = KernelPCA(**params, kernel="rbf").fit_transform(Xd)
+    Zt = ApproximateKernelPCA(**params).fit_transform(Xd)
     assert type(Zt).__module__.startswith("dask")
     np.testing.assert_allclose(Zt.compute(), mem.transform(X), atol=1e-8)
-    assert dsk.eigen_solver_ == "features" and dsk.n_features_in_ == 3
+    assert dsk.n_features_in_ == 3
 
 
 def test_dask_array_input_is_checked(client):
     import dask.array as da
     X = np.random.default_rng(0).normal(size=(500, 2))
-    with pytest.raises(ValueError, match="exact kernel PCA"):
+    with pytest.raises(ValueError, match="exact kernel PCA.*ApproximateKernelPCA.*X.compute"):
         KernelPCA(2, kernel="rbf").fit(da.from_array(X, chunks=100))
     with pytest.raises(ValueError, match="fit_inverse_transform"):
-        KernelPCA(2, approximation="rff", fit_inverse_transform=True, kernel="rbf").fit(da.from_array(X))
+        ApproximateKernelPCA(2, method="rff", fit_inverse_transform=True).fit(da.from_array(X))
     bad = X.copy()
     bad[321, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        KernelPCA(2, approximation="rff", random_state=0, kernel="rbf").fit(da.from_array(bad, chunks=100))
-    model = KernelPCA(2, approximation="nystroem", n_features=50, random_state=0, kernel="rbf").fit(X)
+        ApproximateKernelPCA(2, method="rff", random_state=0).fit(da.from_array(bad, chunks=100))
+    model = ApproximateKernelPCA(2, n_features=50, random_state=0).fit(X)
     with pytest.raises(ValueError, match="features"):
         model.transform(da.from_array(np.ones((10, 3))))
-    with pytest.raises(ValueError, match="approximate fit"):
+    with pytest.raises(ValueError, match="approximate fit.*ApproximateKernelPCA"):
         KernelPCA(2, kernel="rbf").fit(X[:100]).transform(da.from_array(X))
+    with pytest.warns(FutureWarning, match="use ApproximateKernelPCA"):  # deprecated, still works
+        old = KernelPCA(2, approximation="rff", random_state=0, kernel="rbf").fit(
+            da.from_array(X, chunks=100)
+        )
+    new = ApproximateKernelPCA(2, method="rff", random_state=0).fit(da.from_array(X, chunks=100))
+    np.testing.assert_array_equal(old.eigenvalues_, new.eigenvalues_)

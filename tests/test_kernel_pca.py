@@ -14,7 +14,7 @@ from sklearn.metrics import pairwise
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
-from kpca_lib import PCA, KernelPCA
+from kpca_lib import PCA, ApproximateKernelPCA, KernelPCA
 from kpca_lib.centering import center_kernel, center_test_kernel
 from kpca_lib.datasets import make_moons
 from kpca_lib.features import polynomial_features
@@ -300,7 +300,7 @@ def test_precomputed_validation(rng):
     with pytest.raises(ValueError, match="precomputed"):
         KernelPCA(2, kernel="precomputed", fit_inverse_transform=True).fit(K)
     with pytest.raises(ValueError, match="precomputed"):
-        KernelPCA(2, kernel="precomputed", approximation="nystroem").fit(K)
+        ApproximateKernelPCA(2, kernel="precomputed").fit(K)
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly", "sigmoid", "linear", "cosine"])
@@ -509,15 +509,17 @@ def test_feature_names_and_column_check(rng):
         kp.transform(df.rename(columns={"c": "z"}))
 
 
-@pytest.mark.parametrize("approximation", [None, "nystroem"])
-def test_set_output_pandas(rng, approximation):
+@pytest.mark.parametrize(
+    "kp",
+    [KernelPCA(2), ApproximateKernelPCA(2, kernel="linear", n_features=20, random_state=0)],
+)
+def test_set_output_pandas(rng, kp):
     X = pd.DataFrame(rng.normal(size=(30, 3)), columns=["u", "v", "w"], index=range(100, 130))
-    kp = KernelPCA(2, approximation=approximation, n_features=20, random_state=0).set_output(
-        transform="pandas"
-    )
+    kp = clone(kp).set_output(transform="pandas")
     Z = kp.fit_transform(X)
     assert isinstance(Z, pd.DataFrame)
-    assert list(Z.columns) == ["kernelpca0", "kernelpca1"] and list(Z.index) == list(X.index)
+    prefix = type(kp).__name__.lower()
+    assert list(Z.columns) == [f"{prefix}0", f"{prefix}1"] and list(Z.index) == list(X.index)
     np.testing.assert_allclose(kp.transform(X).to_numpy(), Z.to_numpy(), atol=1e-10)
 
 
@@ -525,7 +527,8 @@ def test_attributes_belong_to_one_mode(rng):
     X = rng.normal(size=(60, 2))
     kp = KernelPCA(2).fit(X)
     assert hasattr(kp, "alphas_") and not hasattr(kp, "components_")
-    kp.set_params(approximation="nystroem", n_features=30, random_state=0).fit(X)
+    with pytest.warns(FutureWarning, match="use ApproximateKernelPCA"):  # deprecated spelling
+        kp.set_params(approximation="nystroem", n_features=30, random_state=0).fit(X)
     for name in ("alphas_", "eigenvectors_", "X_fit_"):
         assert not hasattr(kp, name)
     for name in ("eigenvalues_", "components_", "feature_mean_", "feature_map_"):

@@ -7,7 +7,7 @@ from sklearn.decomposition import KernelPCA as SKKernelPCA
 from sklearn.exceptions import NotFittedError
 
 import kpca_lib.novelty as novelty
-from kpca_lib import PCA, KernelPCA
+from kpca_lib import PCA, ApproximateKernelPCA, KernelPCA
 from kpca_lib.features import polynomial_features
 from kpca_lib.kernels import rbf_kernel
 from kpca_lib.novelty import feature_space_reconstruction_error
@@ -129,14 +129,18 @@ def test_callable_and_cosine_kernels(rng):
 def test_approximations_use_their_feature_map(rng):
     X = rng.normal(size=(200, 2))
     X_new = rng.normal(size=(10, 2))
-    for approximation in ("nystroem", "rff"):
-        kp = KernelPCA(
-            3, sigma=1.0, approximation=approximation, n_features=40, random_state=0, kernel="rbf"
-        ).fit(X)
+    for method in ("nystroem", "rff"):
+        kp = ApproximateKernelPCA(3, method=method, sigma=1.0, n_features=40, random_state=0)
+        kp.fit(X)
         F_fit = kp.feature_map_.transform(X)
         expected = _explicit_error(F_fit, kp.feature_map_.transform(X_new), 3)
         got = feature_space_reconstruction_error(kp, X_new)
         np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10)
+        with pytest.warns(FutureWarning):  # the deprecated spelling: the same model
+            old = KernelPCA(
+                3, sigma=1.0, approximation=method, n_features=40, random_state=0, kernel="rbf"
+            ).fit(X)
+        np.testing.assert_array_equal(feature_space_reconstruction_error(old, X_new), got)
 
 
 def test_blocks_give_the_same_result(rng, monkeypatch):

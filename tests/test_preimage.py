@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
-from kpca_lib import KernelPCA
+from kpca_lib import ApproximateKernelPCA, KernelPCA
 from kpca_lib.centering import center_kernel
 from kpca_lib.kernels import linear_kernel, polynomial_kernel, rbf_kernel, squared_distances
 from kpca_lib.preimage import (
@@ -218,10 +218,8 @@ def test_fixed_point_rejects_other_kernels_and_approximations(rng):
     for kp in (KernelPCA(2, kernel="poly").fit(X), KernelPCA(2, kernel="linear").fit(X)):
         with pytest.raises(ValueError, match="kernel='rbf' only"):
             fixed_point_preimage(kp, kp.transform(X))
-    approx = KernelPCA(
-        2, approximation="nystroem", n_features=10, random_state=0, kernel="rbf"
-    ).fit(X)
-    with pytest.raises(ValueError, match="approximation=None"):
+    approx = ApproximateKernelPCA(2, method="nystroem", n_features=10, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="no X_fit_.*fit the exact kpca_lib.KernelPCA"):
         fixed_point_preimage(approx, approx.transform(X))
     kp = KernelPCA(2, kernel="rbf").fit(X)
     with pytest.raises(ValueError, match="3 columns"):

@@ -18,7 +18,17 @@ from conftest import assert_allclose_up_to_sign, subspace_agreement
 from sklearn.decomposition import KernelPCA as SKKernelPCA
 from sklearn.metrics import pairwise
 
-from kpca_lib import KernelPCA
+from kpca_lib import ApproximateKernelPCA, KernelPCA
+
+#: Parameters of ApproximateKernelPCA that scikit-learn's KernelPCA does not take.
+_APPROXIMATE_ONLY = ("method", "n_features", "random_state")
+
+
+def _ours(n_components, **params):
+    """``ApproximateKernelPCA`` for parameters with a ``method``, else ``KernelPCA``."""
+    if "method" in params:
+        return ApproximateKernelPCA(n_components, **params)
+    return KernelPCA(n_components, **params)
 
 
 def _compare(ours, theirs, X_fit, X_new, *, rtol=1e-8):
@@ -111,7 +121,7 @@ def test_remove_zero_eig_matches_scikit_learn(rng, solver):
 
 def test_remove_zero_eig_with_an_approximation(rng):
     X = rng.normal(size=(200, 2))
-    kp = KernelPCA(4, approximation="nystroem", n_features=30, random_state=0)
+    kp = ApproximateKernelPCA(4, kernel="linear", n_features=30, random_state=0)
     assert kp.fit_transform(X).shape == (200, 4)
     assert kp.set_params(remove_zero_eig=True).fit_transform(X).shape == (200, 2)
 
@@ -122,7 +132,7 @@ _NO_VARIANCE = [  # every sample the same point in feature space, for each way o
     ({"eigen_solver": "randomized", "random_state": 0}, np.ones((6, 3))),
     ({"kernel": "rbf"}, 1.0 + 1e-20 * np.arange(18.0).reshape(6, 3)),  # equal in float64
     ({"kernel": "precomputed"}, np.full((6, 6), 2.5)),
-    ({"approximation": "nystroem", "n_features": 4, "random_state": 0}, np.ones((6, 3))),
+    ({"method": "nystroem", "n_features": 4, "random_state": 0, "kernel": "linear"}, np.ones((6, 3))),
 ]
 
 
@@ -131,12 +141,11 @@ _NO_VARIANCE = [  # every sample the same point in feature space, for each way o
 def test_no_component_left_is_an_empty_result_and_a_warning(params, X, n_components):
     """As in scikit-learn, removing the zero components can leave none: an (n, 0) result,
     and a warning naming the cause (scikit-learn says nothing)."""
-    theirs_params = {key: value for key, value in params.items() if key != "approximation"}
-    theirs_params.pop("n_features", None)
+    theirs_params = {key: value for key, value in params.items() if key not in _APPROXIMATE_ONLY}
     theirs_params["eigen_solver"] = "dense"
     remove = {"remove_zero_eig": True}
     expected = "n_components=None keeps only" if n_components is None else "remove_zero_eig=True"
-    kp = KernelPCA(n_components, **params, **remove)
+    kp = _ours(n_components, **params, **remove)
     with pytest.warns(UserWarning, match=f"no variance to analyse: {expected}.*0 columns") as w:
         Z = kp.fit_transform(X)
     assert w[0].filename == __file__  # the warning points at the caller's line
@@ -147,14 +156,14 @@ def test_no_component_left_is_an_empty_result_and_a_warning(params, X, n_compone
     assert list(kp.get_feature_names_out()) == []
     # Kept zero components are projections of 0, and said so.
     with pytest.warns(UserWarning, match="every projection is 0"):
-        np.testing.assert_array_equal(KernelPCA(2, **params).fit_transform(X), 0.0)
+        np.testing.assert_array_equal(_ours(2, **params).fit_transform(X), 0.0)
     # The pre-image map needs a component to learn from: refused, pointing at the cause.
     if params.get("kernel") != "precomputed":
         with (
             pytest.warns(UserWarning, match="no variance"),
             pytest.raises(ValueError, match="fit_inverse_transform=True.*none is left"),
         ):
-            KernelPCA(n_components, fit_inverse_transform=True, **params, **remove).fit(X)
+            _ours(n_components, fit_inverse_transform=True, **params, **remove).fit(X)
 
 
 # -- 3. sparse X ----------------------------------------------------------------------------
@@ -228,15 +237,15 @@ def test_sparse_inverse_transform_matches_the_dense_fit():
     [
         ({"kernel": "precomputed"}, "kernel='precomputed' needs the dense kernel matrix"),
         ({"kernel": lambda x, y: float(x @ y)}, "callable kernel"),
-        ({"approximation": "nystroem", "n_features": 5}, "approximation='nystroem' computes dense"),
+        ({"method": "nystroem", "n_features": 5}, "method='nystroem' computes dense"),
     ],
 )
 def test_sparse_is_refused_where_it_is_not_meaningful(params, match):
     X = scipy.sparse.random(20, 20, density=0.3, format="csr", random_state=0)
     with pytest.raises(ValueError, match=f"scipy.sparse.*{match}.*X.toarray"):
-        KernelPCA(2, **params).fit(X)
-    kp = KernelPCA(2, **{k: v for k, v in params.items() if k != "kernel"}).fit(X.toarray())
-    if "approximation" in params:
+        _ours(2, **params).fit(X)
+    kp = _ours(2, **{k: v for k, v in params.items() if k != "kernel"}).fit(X.toarray())
+    if "method" in params:
         with pytest.raises(ValueError, match="scipy.sparse"):
             kp.transform(X)
 
@@ -249,7 +258,7 @@ def test_sparse_is_refused_where_it_is_not_meaningful(params, match):
     [
         {"kernel": "rbf", "fit_inverse_transform": True},
         {"kernel": "poly", "fit_inverse_transform": True},
-        {"approximation": "nystroem", "n_features": 20, "random_state": 0, "kernel": "rbf"},
+        {"method": "nystroem", "n_features": 20, "random_state": 0, "kernel": "rbf"},
     ],
 )
 @pytest.mark.parametrize("fit_dtype", [np.float32, np.float64])
@@ -257,12 +266,10 @@ def test_sparse_is_refused_where_it_is_not_meaningful(params, match):
 def test_output_dtype_follows_scikit_learn(rng, params, fit_dtype, new_dtype):
     X = rng.normal(size=(40, 4))
     X_new = (rng.normal(size=(6, 4)) * 3).astype(new_dtype)
-    ours = KernelPCA(3, **params)
+    ours = _ours(3, **params)
     Z = ours.fit_transform(X.astype(fit_dtype))
     Z_new = ours.transform(X_new)
-    sk_params = {
-        k: v for k, v in params.items() if k not in ("approximation", "n_features", "random_state")
-    }
+    sk_params = {k: v for k, v in params.items() if k not in _APPROXIMATE_ONLY}
     theirs = SKKernelPCA(3, **sk_params)
     assert Z.dtype == theirs.fit_transform(X.astype(fit_dtype)).dtype
     assert Z_new.dtype == theirs.transform(X_new).dtype
@@ -270,7 +277,7 @@ def test_output_dtype_follows_scikit_learn(rng, params, fit_dtype, new_dtype):
         assert ours.inverse_transform(Z).dtype == theirs.inverse_transform(Z).dtype
         assert ours.inverse_transform(Z_new).dtype == theirs.inverse_transform(Z_new).dtype
     # computed in float64 and rounded once at the end
-    ref = KernelPCA(3, **params).fit(X.astype(fit_dtype).astype(np.float64))
+    ref = _ours(3, **params).fit(X.astype(fit_dtype).astype(np.float64))
     np.testing.assert_array_equal(Z_new, ref.transform(X_new).astype(Z_new.dtype))
     assert ours.eigenvalues_.dtype == np.float64
 

@@ -1,0 +1,80 @@
+"""The kernel parameters of the kernel PCA estimators, resolved into a :class:`KernelSpec`.
+
+:class:`~kpca_lib.kernel_pca.KernelPCA` and
+:class:`~kpca_lib.approximate_kernel_pca.ApproximateKernelPCA` take the same kernel
+parameters with the same meaning (``kernel``, ``sigma``, ``gamma``, ``degree``,
+``coef0``, ``kernel_params``, scikit-learn's defaults); this one function resolves and
+checks them for both.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+from .kernels import KernelSpec, make_kernel
+
+__all__ = ["estimator_kernel_spec"]
+
+
+def estimator_kernel_spec(estimator: Any, n_features: int) -> KernelSpec:
+    """The :class:`KernelSpec` of ``estimator``'s kernel parameters.
+
+    Parameters
+    ----------
+    estimator : KernelPCA or ApproximateKernelPCA
+        Reads ``kernel``, ``kernel_params``, ``sigma``, ``gamma``, ``degree`` and ``coef0``.
+    n_features : int
+        Number of input features: ``gamma=None`` (and no ``sigma``) is ``1/n_features``,
+        as in scikit-learn.
+
+    Raises
+    ------
+    ValueError
+        For ``kernel_params`` that is not a dict, or non-empty with a named kernel (which
+        would ignore it), ``sigma`` with a kernel other than ``"rbf"``, and every invalid
+        kernel parameter (:func:`~kpca_lib.kernels.make_kernel`).
+    """
+    kernel = estimator.kernel
+    params = estimator.kernel_params
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(
+            f"kernel_params must be None or a dict of keyword arguments of a callable "
+            f"kernel; got {type(params).__name__}."
+        )
+    if params and not callable(kernel):
+        raise ValueError(
+            f"kernel_params={params!r} are keyword arguments of a callable kernel, but "
+            f"kernel={kernel!r} is a named kernel, which would ignore them (scikit-learn "
+            "does, silently). Pass its parameters as gamma=, degree=, coef0= (or sigma= "
+            "for 'rbf'), or drop kernel_params."
+        )
+    if params and callable(kernel):
+        kernel = functools.partial(kernel, **params)
+    spec = make_kernel(
+        kernel,
+        sigma=estimator.sigma,
+        gamma=estimator.gamma,
+        degree=estimator.degree,
+        coef0=estimator.coef0,
+        allow_precomputed=True,
+        n_features=n_features,
+    )
+    if estimator.sigma is not None and not (
+        isinstance(estimator.kernel, str) and estimator.kernel == "rbf"
+    ):
+        default = _default_kernel(estimator)
+        raise ValueError(
+            f"sigma={estimator.sigma!r} is the bandwidth of the RBF kernel, but kernel="
+            f"{estimator.kernel!r} has none: pass kernel='rbf' with it ({default}), or drop sigma."
+        )
+    return spec
+
+
+def _default_kernel(estimator: Any) -> str:
+    """``"KernelPCA's default kernel is 'linear', as scikit-learn's"`` (or the estimator's)."""
+    cls = type(estimator)
+    default = inspect.signature(cls).parameters["kernel"].default
+    note = ", as scikit-learn's" if default == "linear" else ""
+    return f"{cls.__name__}'s default kernel is {default!r}{note}"
