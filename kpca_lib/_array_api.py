@@ -391,7 +391,7 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     Sets the same attributes as the CPU fit (arrays of ``xp`` on ``X``'s device)
     and returns the training projections when ``project`` (else ``None``).
     """
-    from ._validation import capped_n_components, check_max_iter, check_tol
+    from ._validation import capped_n_components
 
     X = _check_X(X, xp)
     n, d = int(X.shape[0]), int(X.shape[1])
@@ -400,7 +400,7 @@ def fit_device(estimator: Any, X: Any, xp: ModuleType, *, project: bool) -> Any:
     n_components = capped_n_components(estimator.n_components, n)
     k = n if n_components is None else n_components
     drop = estimator.n_components is None or bool(estimator.remove_zero_eig)
-    tol, max_iter = check_tol(estimator.tol), check_max_iter(estimator.max_iter)
+    tol, max_iter = estimator.tol or None, estimator.max_iter  # validated by _check_params
     dev, dtype = device(X), X.dtype
     dtype_eps = _eps(dtype, xp)
     if estimator.copy_X:

@@ -11,11 +11,28 @@ from __future__ import annotations
 
 import functools
 import inspect
+from numbers import Real
 from typing import Any
 
-from .kernels import KernelSpec, make_kernel
+from sklearn.utils._param_validation import Interval, StrOptions
 
-__all__ = ["estimator_kernel_spec"]
+from .kernels import KERNELS, KernelSpec, make_kernel
+
+__all__ = ["estimator_kernel_spec", "KERNEL_CONSTRAINTS"]
+
+#: scikit-learn's parameter constraints of the kernel parameters (checked by
+#: ``BaseEstimator._validate_params`` before any work, with scikit-learn's messages).
+#: Stricter than scikit-learn's on purpose: ``gamma`` and ``sigma`` must be > 0 (a zero
+#: bandwidth is a constant kernel, nothing to analyse); ``make_kernel`` then checks
+#: what overflows and the polynomial degree (an integer >= 1).
+KERNEL_CONSTRAINTS: dict = {
+    "kernel": [StrOptions({*KERNELS, "precomputed"}), callable],
+    "sigma": [Interval(Real, 0, None, closed="neither"), None],
+    "gamma": [Interval(Real, 0, None, closed="neither"), None],
+    "degree": [Interval(Real, 0, None, closed="left")],
+    "coef0": [Interval(Real, None, None, closed="neither")],
+    "kernel_params": [dict, None],
+}
 
 
 def estimator_kernel_spec(estimator: Any, n_features: int) -> KernelSpec:
@@ -32,17 +49,11 @@ def estimator_kernel_spec(estimator: Any, n_features: int) -> KernelSpec:
     Raises
     ------
     ValueError
-        For ``kernel_params`` that is not a dict, or non-empty with a named kernel (which
-        would ignore it), ``sigma`` with a kernel other than ``"rbf"``, and every invalid
+        For a non-empty ``kernel_params`` with a named kernel (which would ignore it), ``sigma`` with a kernel other than ``"rbf"``, and every invalid
         kernel parameter (:func:`~kpca_lib.kernels.make_kernel`).
     """
     kernel = estimator.kernel
-    params = estimator.kernel_params
-    if params is not None and not isinstance(params, dict):
-        raise ValueError(
-            f"kernel_params must be None or a dict of keyword arguments of a callable "
-            f"kernel; got {type(params).__name__}."
-        )
+    params = estimator.kernel_params  # None or a dict (KERNEL_CONSTRAINTS)
     if params and not callable(kernel):
         raise ValueError(
             f"kernel_params={params!r} are keyword arguments of a callable kernel, but "

@@ -23,18 +23,11 @@ __all__ = [
     "check_square",
     "check_finite_scalar",
     "check_n_jobs",
-    "check_kernel_dtype",
-    "check_tol",
-    "check_max_iter",
-    "check_bool",
     "check_iterated_power",
     "check_random_state",
     "check_sparse_array",
     "output_dtype",
-    "KERNEL_DTYPES",
 ]
-
-KERNEL_DTYPES = ("float64", "float32")
 
 #: Largest accepted polynomial degree (NumPy's integer powers need an int64 exponent).
 MAX_DEGREE = 2**31 - 1
@@ -267,49 +260,6 @@ def check_n_jobs(n_jobs: object) -> int:
         )
     cores = available_cores()
     return int(n_jobs) if n_jobs > 0 else max(1, cores + 1 + int(n_jobs))
-
-
-def check_kernel_dtype(kernel_dtype: object) -> np.dtype:
-    """Return ``kernel_dtype`` as a NumPy dtype, float64 or float32."""
-    try:
-        dtype = np.dtype(kernel_dtype)
-    except TypeError:
-        dtype = None
-    if dtype is None or dtype.name not in KERNEL_DTYPES:
-        raise ValueError(
-            f"kernel_dtype must be one of {', '.join(repr(d) for d in KERNEL_DTYPES)}; "
-            f"got {kernel_dtype!r}."
-        )
-    return dtype
-
-
-def check_tol(tol: object) -> float | None:
-    """``None`` or a finite tolerance > 0; ``0`` (scikit-learn's default) means ``None``."""
-    if tol is None:
-        return None
-    if not isinstance(tol, bool) and isinstance(tol, numbers.Real) and tol == 0:
-        return None
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol > 0:
-        raise ValueError(
-            f"tol must be None, 0 (the solver's default) or a finite number > 0; got {tol!r}."
-        )
-    return check_positive(tol, "tol")
-
-
-def check_max_iter(max_iter: object) -> int | None:
-    """``None`` or a positive integer."""
-    if max_iter is None:
-        return None
-    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
-        raise ValueError(f"max_iter must be None or a positive integer; got {max_iter!r}.")
-    return int(max_iter)
-
-
-def check_bool(value: object, name: str) -> bool:
-    """Return ``value`` as a bool if it is ``True`` or ``False``, else raise ``ValueError``."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False; got {value!r}.")
-    return bool(value)
 
 
 def check_iterated_power(iterated_power: object) -> int | str:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._approximate import (
@@ -32,14 +34,11 @@ from ._approximate import (
 )
 from ._dask import is_dask_array
 from ._exact import _caller_stacklevel
-from ._kernel_params import estimator_kernel_spec
+from ._kernel_params import KERNEL_CONSTRAINTS, estimator_kernel_spec
 from ._validation import (
     check_array,
-    check_bool,
-    check_finite_scalar,
     check_n_features,
     check_n_jobs,
-    check_random_state,
     check_sparse_array,
     output_dtype,
 )
@@ -154,6 +153,19 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     (2, 50)
     """
 
+    #: scikit-learn's parameter validation (``BaseEstimator._validate_params``), run first.
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "method": [StrOptions({"nystroem", "rff"})],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        **KERNEL_CONSTRAINTS,
+        "remove_zero_eig": ["boolean"],
+        "fit_inverse_transform": ["boolean"],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state", np.random.Generator],
+        "n_jobs": [Integral, None],
+    }
+
     def __init__(
         self,
         n_components: int | None = None,
@@ -189,19 +201,12 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     # -- parameters --------------------------------------------------------------------
     def _check_params(self, n_features_in: int) -> tuple[KernelSpec, str]:
-        """The kernel and the method, every parameter checked (``ValueError`` naming it)."""
+        """The kernel and the method, every parameter checked (scikit-learn's constraints
+        first, then what they cannot say: a ``ValueError`` naming it)."""
+        self._validate_params()
         spec = estimator_kernel_spec(self, n_features_in)
         method = check_approximation(self.method, spec, param="method")
-        check_bool(self.remove_zero_eig, "remove_zero_eig")
-        check_random_state(self.random_state)
         check_n_jobs(self.n_jobs)
-        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
-        if self.fit_inverse_transform:
-            alpha = check_finite_scalar(self.alpha, "alpha")
-            if alpha < 0:
-                raise ValueError(
-                    f"alpha (the ridge of the pre-image map) must be >= 0; got {alpha!r}."
-                )
         return spec, method
 
     def _validate_X(self, X: ArrayLike, *, reset: bool) -> NDArray[np.float64]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse
@@ -44,6 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._approximate import (
@@ -52,22 +54,15 @@ from ._approximate import (
     transform_approximate,
 )
 from ._dask import is_dask_array
-from ._eigen import EIGEN_SOLVERS, choose_solver
+from ._eigen import EIGEN_SOLVERS
 from ._exact import ExactResult, NonPSDKernelWarning, fit_exact, transform_exact
-from ._kernel_params import estimator_kernel_spec
+from ._kernel_params import KERNEL_CONSTRAINTS, estimator_kernel_spec
 from ._validation import (
     capped_n_components,
     check_array,
-    check_bool,
-    check_finite_scalar,
-    check_iterated_power,
-    check_kernel_dtype,
-    check_max_iter,
     check_n_features,
     check_n_jobs,
-    check_random_state,
     check_sparse_array,
-    check_tol,
     detached,
     output_dtype,
 )
@@ -85,6 +80,8 @@ except ImportError:  # pragma: no cover - older scikit-learn
 __all__ = ["KernelPCA", "NonPSDKernelWarning"]
 
 KERNEL_DTYPES = ("float64", "float32")
+#: ``kernel_dtype`` may also be given as a NumPy type or dtype.
+_DTYPE_OBJECTS = {np.float64, np.float32, np.dtype(np.float64), np.dtype(np.float32)}
 
 #: Test-kernel entries computed at once per thread in ``transform`` (16 MB of float64).
 _TRANSFORM_BLOCK = 1 << 21
@@ -320,6 +317,27 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     (100, 2)
     """
 
+    #: scikit-learn's parameter validation (``BaseEstimator._validate_params``), run before
+    #: any work: every parameter's type and range, with scikit-learn's messages
+    #: (``InvalidParameterError``, a ``ValueError`` and a ``TypeError``).
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        **KERNEL_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "fit_inverse_transform": ["boolean"],
+        "eigen_solver": [StrOptions(set(EIGEN_SOLVERS))],
+        "tol": [Interval(Real, 0, np.inf, closed="left"), None],  # finite: inf verifies nothing
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "iterated_power": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "remove_zero_eig": ["boolean"],
+        "kernel_dtype": [StrOptions(set(KERNEL_DTYPES)), Options(object, _DTYPE_OBJECTS)],
+        "approximation": [StrOptions({"nystroem", "rff"}), None],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state", np.random.Generator],
+        "copy_X": ["boolean"],
+        "n_jobs": [Integral, None],
+    }
+
     def __init__(
         self,
         n_components: int | None = None,
@@ -370,30 +388,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return estimator_kernel_spec(self, n_features)  # shared with ApproximateKernelPCA
 
     def _check_params(self, n: int, n_features: int) -> KernelSpec:
+        """The kernel, and what scikit-learn's constraints cannot say (checked first)."""
+        self._validate_params()
         spec = self._kernel_spec(n_features)
-        if self.eigen_solver not in EIGEN_SOLVERS:
-            choose_solver(n, 1, self.eigen_solver)  # raises the ValueError
-        check_tol(self.tol)
-        check_max_iter(self.max_iter)
-        check_iterated_power(self.iterated_power)
-        check_bool(self.remove_zero_eig, "remove_zero_eig")
-        check_random_state(self.random_state)
-        check_kernel_dtype(self.kernel_dtype)
         check_n_jobs(self.n_jobs)
-        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
-        check_bool(self.copy_X, "copy_X")
-        if self.fit_inverse_transform:
-            if spec.name == "precomputed":
-                raise ValueError(
-                    "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
-                    "needs the kernel function. Use fit_inverse_transform=False, or pass the "
-                    "kernel by name or as a callable."
-                )
-            alpha = check_finite_scalar(self.alpha, "alpha")  # 0 allowed, as scikit-learn
-            if alpha < 0:
-                raise ValueError(
-                    f"alpha (the ridge of the pre-image map) must be >= 0; got {alpha!r}."
-                )
+        if self.fit_inverse_transform and spec.name == "precomputed":
+            raise ValueError(
+                "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
+                "needs the kernel function. Use fit_inverse_transform=False, or pass the "
+                "kernel by name or as a callable."
+            )
         return spec
 
     # -- fitting -----------------------------------------------------------------------
@@ -461,9 +465,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 X,
                 n_components,
                 eigen_solver=self.eigen_solver,
-                tol=check_tol(self.tol),
-                max_iter=check_max_iter(self.max_iter),
-                kernel_dtype=check_kernel_dtype(self.kernel_dtype),
+                tol=self.tol or None,  # 0 (scikit-learn's default): the solver's
+                max_iter=self.max_iter,
+                kernel_dtype=np.dtype(self.kernel_dtype),
                 n_threads=n_threads,
                 remove_zero_eig=bool(self.remove_zero_eig),
                 iterated_power=self.iterated_power,

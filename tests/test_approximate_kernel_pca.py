@@ -310,11 +310,11 @@ def test_set_output_pandas_and_feature_names(rng):
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"method": "random"}, r"method must be one of 'nystroem', 'rff'; got 'random'"),
-        ({"method": None}, "method must be one of"),
+        ({"method": "random"}, r"'method' parameter of ApproximateKernelPCA must be a str among"),
+        ({"method": None}, "'method' parameter of ApproximateKernelPCA"),
         ({"method": "rff", "kernel": "poly"}, "method='rff'.*'rbf' only.*method='nystroem'"),
         ({"kernel": "precomputed"}, r"cannot be approximated.*KernelPCA\(kernel='precomputed'\)"),
-        ({"n_features": 0}, "n_features must be >= 1"),
+        ({"n_features": 0}, r"'n_features' parameter .* in the range \[1, inf\)"),
         ({"n_features": 1.5}, "n_features"),
         ({"n_features": 11}, r"n_features = 11 Nyström landmarks.*n_samples = 10"),
         ({"method": "rff", "n_features": 3, "n_components": 4}, r"n_components.*between 1 and 3"),
@@ -323,7 +323,7 @@ def test_set_output_pandas_and_feature_names(rng):
         ({"kernel": "poly", "sigma": 1.0}, "ApproximateKernelPCA's default kernel is 'rbf'"),
         ({"kernel_params": {"a": 1}}, "kernel_params"),
         ({"fit_inverse_transform": True, "alpha": -1.0}, "alpha"),
-        ({"remove_zero_eig": "yes"}, "remove_zero_eig must be True or False"),
+        ({"remove_zero_eig": "yes"}, "'remove_zero_eig' parameter of ApproximateKernelPCA"),
         ({"random_state": "seed"}, "random_state"),
         ({"n_jobs": 0}, "n_jobs"),
     ],

@@ -263,7 +263,7 @@ def test_bad_approximation_parameters(rng, params, match):
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"approximation": "random"}, "approximation must be None"),
+        ({"approximation": "random"}, "'approximation' parameter of KernelPCA"),
         ({"approximation": "rff", "kernel": "poly"}, "approximation='rff'"),
         ({"approximation": "nystroem", "eigen_solver": "magic"}, "eigen_solver"),
     ],
