@@ -148,15 +148,17 @@ def check_device_params(estimator: Any, spec: KernelSpec) -> None:
     if estimator.approximation is not None:
         raise _refuse(
             f"approximation={estimator.approximation!r}",
-            "only exact kernel PCA runs on the device",
-            f"Use approximation=None, or {_TO_NUMPY}.",
+            "only exact kernel PCA runs on the device (approximation= is deprecated)",
+            f"Use approximation=None for exact kernel PCA on the device, or "
+            f"kpca_lib.ApproximateKernelPCA on a {_TO_NUMPY[7:]}.",
         )
     if estimator.eigen_solver not in DEVICE_SOLVERS:
         raise _refuse(
             f"eigen_solver={estimator.eigen_solver!r}",
-            "the device solvers are subspace iteration and xp.linalg.eigh",
-            f"Use eigen_solver in {DEVICE_SOLVERS} (all but 'dense' run subspace iteration on "
-            f"the device), or {_TO_NUMPY}.",
+            "ARPACK is SciPy's, on the CPU; the device runs the randomized subspace iteration "
+            "and xp.linalg.eigh",
+            f"Use eigen_solver in {DEVICE_SOLVERS} (all but 'dense' run the randomized subspace "
+            f"iteration on the device), or {_TO_NUMPY}.",
         )
     if str(estimator.kernel_dtype) != "float64":
         raise _refuse(
