@@ -70,23 +70,60 @@ def import_torch():
     return torch
 
 
+def gpu_backends() -> list[str]:
+    """The GPU backends this machine has: PyTorch on CUDA, CuPy (none in CI, which has no GPU)."""
+    found = []
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            found.append("torch-cuda")
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            found.append("cupy")
+    except Exception:  # noqa: BLE001 (not installed, or no CUDA driver: no CuPy backend)
+        pass
+    return found
+
+
+GPU_BACKENDS = gpu_backends()
+
+
 class Backend:
     """One Array API library: its namespace, a device to compute on and another device."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.namespace = name.split("-")[0]  # the name scikit-learn's checks know
+        self.devices = ["None", "device1"] if name == "array_api_strict" else ["cpu"]
         if name == "array_api_strict":
             self.module = array_api_strict
             self.xp = array_api_strict
             self.device = array_api_strict.Device("device1")  # not the default: catches device=
             self.cpu = array_api_strict.Device("CPU_DEVICE")  # the default device
             self.other = self.cpu  # another device than self.device
+        elif name == "cupy":
+            import cupy
+
+            self.module = cupy
+            self.xp = array_namespace(cupy.empty(0))
+            self.device = self.cpu = cupy.cuda.Device(0)
+            self.other = cupy.cuda.Device(1) if cupy.cuda.runtime.getDeviceCount() > 1 else None
+            self.devices = ["None"]
         else:
             torch = import_torch()
             self.module = torch
             self.xp = array_namespace(torch.empty(0))  # the namespace scikit-learn dispatches to
             self.device = self.cpu = torch.device("cpu")
             self.other = torch.device("meta")  # shapes only: a device no data can be mixed with
+            if name == "torch-cuda":
+                self.device = torch.device("cuda", torch.cuda.current_device())
+                self.other = self.cpu
+                self.devices = ["cuda"]
         self.array = type(self.xp.asarray(0.0, device=self.device))
 
     def on_device(self, A, device=None):
@@ -94,8 +131,10 @@ class Backend:
 
     def host(self, a):
         assert isinstance(a, self.array), type(a)
-        if self.name == "torch":
+        if self.namespace == "torch":
             return a.detach().cpu().numpy().astype(np.float64)
+        if self.namespace == "cupy":
+            return self.module.asnumpy(a).astype(np.float64)
         return np.asarray(self.xp.asarray(a, device=self.cpu), dtype=np.float64)
 
     def assert_on(self, a, dtype, device=None):
@@ -104,9 +143,17 @@ class Backend:
         assert a.dtype == dtype, a.dtype
 
 
-@pytest.fixture(params=["array_api_strict", "torch"])
+@pytest.fixture(params=["array_api_strict", "torch", *GPU_BACKENDS])
 def be(request):
     return Backend(request.param)
+
+
+def test_gpu_backends_run_where_there_is_a_gpu():
+    # The whole file runs on PyTorch CUDA and on CuPy where this machine has them (and
+    # scikit-learn's own Array API checks then include every device it knows); CI has no GPU.
+    if not GPU_BACKENDS:
+        pytest.skip("no GPU here: the tests run on array-api-strict and PyTorch CPU only")
+    assert set(GPU_BACKENDS) <= {"torch-cuda", "cupy"}
 
 
 @pytest.fixture(autouse=True)
@@ -441,6 +488,8 @@ def test_transform_refuses_arrays_from_elsewhere(be):
         fitted = SAME_PLACE.format("transform", "the Array API path")
         with pytest.raises(ValueError, match=fitted + r".*got numpy\.ndarray.*Move X there"):
             est.transform(X)
+        if be.other is None:
+            return  # one GPU: no other device of the same library to refuse
         other = re.escape(str(be.other))
         with pytest.raises(ValueError, match=fitted + rf".*on device {other}.*Move X there"):
             est.transform(be.on_device(X, be.other))  # another device of the same library
@@ -497,13 +546,15 @@ def test_numpy_input_with_dispatch_on_is_the_cpu_path_bit_for_bit():
 
 
 def test_dispatch_off_converts_or_refuses_as_scikit_learn(be):
+    if be.name == "cupy":
+        pytest.skip("CuPy has no CPU device: it never converts to NumPy implicitly")
     X = data(60)
     ref = KernelPCA(2, kernel="rbf", sigma=0.4).fit_transform(X)
     # Default device: converted to NumPy (np.asarray), the CPU path, NumPy out.
     Z = KernelPCA(2, kernel="rbf", sigma=0.4).fit_transform(be.on_device(X, be.cpu))
     assert isinstance(Z, np.ndarray)
     np.testing.assert_array_equal(Z, ref)
-    if be.name == "torch":
+    if be.namespace == "torch":
         # A CPU tensor converts, as in scikit-learn; one that requires grad too (detached).
         T = be.module.tensor(X, requires_grad=True)
         np.testing.assert_array_equal(KernelPCA(2, kernel="rbf", sigma=0.4).fit_transform(T), ref)
@@ -579,10 +630,10 @@ def test_scikit_learns_own_array_api_checks_pass(be):
     # SCIPY_ARRAY_API=1 before SciPy is imported: a fresh interpreter.
     import json
 
-    devices = ["None", "device1"] if be.name == "array_api_strict" else ["cpu"]
+    devices = be.devices
     env = {**os.environ, "SCIPY_ARRAY_API": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", _SKLEARN_CHECK, be.name, *devices],
+        [sys.executable, "-c", _SKLEARN_CHECK, be.namespace, *devices],
         env=env,
         capture_output=True,
         text=True,
@@ -595,10 +646,13 @@ def test_scikit_learns_own_array_api_checks_pass(be):
     ran = [k for k, v in results.items() if v == "passed"]
     assert sum(k.startswith("check_array_api_input ") for k in ran) == 10 * len(devices)
     for est in ("KernelPCA()", "KernelPCA(rbf, inverse)"):
-        mine = [k for k in ran if k.startswith(est) and f"'{be.name}'" in k]
-        if be.name == "torch":  # float32 and float64 on the CPU, and X from torch mixed inputs
+        mine = [k for k in ran if k.startswith(est) and f"'{be.namespace}'" in k]
+        if be.name != "array_api_strict":  # float32 and float64 on the device
+            if be.name == "cupy":
+                continue
             for dtype in ("float32", "float64"):
-                assert any(f"device_name='cpu', dtype_name='{dtype}'" in k for k in mine), (
+                where = f"device_name='{devices[0]}', dtype_name='{dtype}'"
+                assert any(where in k for k in mine), (
                     dtype,
                     mine,
                 )
