@@ -7,7 +7,8 @@ workers (and ``stress-ng``), compares their outputs and writes the report.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_kernel_pca.py                 # the full grid (~15 min)
+    .venv/bin/python benchmarks/bench_kernel_pca.py                 # the full grid (~25 min)
+    .venv/bin/python benchmarks/bench_kernel_pca.py --baseline 79c6e3d   # and today's code (~30 min)
     .venv/bin/python benchmarks/bench_kernel_pca.py --quick         # a small grid (~2 min)
     .venv/bin/python benchmarks/bench_kernel_pca.py --load quiet    # without stress-ng
     .venv/bin/python benchmarks/bench_kernel_pca.py --sections approx agreement
@@ -18,8 +19,9 @@ The report is printed and written to ``benchmarks/kernel_pca_results.md``
 ``exact`` (the default)
     RBF kernel PCA of two moons (``make_moons(n, noise=0.05, random_state=0)``,
     ``kernel="rbf"`` and the same explicit ``gamma`` for both libraries),
-    ``fit_transform``, for every ``n`` of ``--sizes`` and ``k`` of
-    ``--components``: ours (``eigen_solver="auto"``) against
+    ``fit_transform``, for every ``n`` of ``--sizes`` (default 500, 1000, 2000, 4000,
+    8000, 12 000) and ``k`` of ``--components`` (default 2, 10, 50): ours
+    (``eigen_solver="auto"``) against
     ``sklearn.decomposition.KernelPCA`` with ``eigen_solver="arpack"``,
     ``"randomized"`` and ``"dense"``. Wall time (min, median, max of ``--repeat``
     runs, all configurations of a point alternating), peak memory, and ours
@@ -27,6 +29,20 @@ The report is printed and written to ``benchmarks/kernel_pca_results.md``
     including the spread (max/min) of the repeats. Run twice: on the machine as
     it is ("quiet") and beside ``stress-ng --cpu 4`` ("loaded": four processes that
     keep the CPUs busy), which this script starts and stops itself (``--load``).
+
+    ``--baseline REF`` adds a third contender, "today's code": the same estimator with
+    kpca_lib of commit REF, from a detached git worktree of it outside the repository
+    (``<tmp>/kpca-baseline-<sha>``, created with ``git worktree add --detach`` on the
+    first run and reused afterwards; ``git worktree remove PATH`` removes it). Only that
+    worker gets the worktree on its ``PYTHONPATH`` (and as its working directory); every
+    worker checks that ``kpca_lib.__file__`` lies under the checkout it should use (this
+    repository for ours) and the report lists the files seen. Each point then shows
+    ours / scikit-learn's best and ours / today's code, each as the ratio of the medians
+    with its best and worst case (our fastest run over the other's slowest, our slowest
+    over its fastest). A point is **slower** when the best case is above 1 (every run of
+    ours took longer than every run of the other: slower beyond the spread of the
+    repeats); the summary gives, per condition and anchor, the worst ratio of the medians
+    and the points that are slower.
 ``approx``
     approximate kernel PCA of ``--approx-n`` points: ours (Nyström, random
     Fourier features) against scikit-learn's ``Nystroem``/``RBFSampler`` + ``PCA``.
@@ -42,11 +58,21 @@ The report is printed and written to ``benchmarks/kernel_pca_results.md``
         .venv/bin/python benchmarks/bench_kernel_pca.py --device device1 \\
             --namespace array_api_strict --sizes 1000 2000 --device-components 5
 
-To keep a full run near 15 minutes on 2 cores, scikit-learn's ``"dense"`` solver
-(O(n³) time: minutes at n = 12 000) runs only up to ``--dense-max-n``, and a
-scikit-learn solver whose first run took more than ``--rerun-ratio`` times the
-fastest scikit-learn solver's first run at the same point is not repeated (it
-cannot be the best; its single time is shown).
+To keep a full run practical on 2 cores, scikit-learn's ``"dense"`` solver (O(n³)
+time: minutes at n = 12 000) runs only up to ``--dense-max-n``, and a scikit-learn
+solver whose first run took more than ``--rerun-ratio`` times the fastest scikit-learn
+solver's first run at the same point is not repeated (it cannot be the best; its single
+time is shown). Ours and today's code are always repeated.
+
+How long (2-core build machine, estimated from ``--quick --baseline``, 2.3 min for 55
+worker runs, and the per-run times of the 6-point grid, 12.6 min): the default grid is
+18 points per condition, about 11–13 fresh workers per point with ``--baseline`` (3 ours,
+3 today's code, 3 arpack, 1–3 randomized, 1–3 dense up to n = 4000), each paying about
+1.3 s of interpreter, imports and data beside its fit: about 460 workers, ~10 min of
+start-up; fits ~5–6 min quiet and ~10–11 min loaded (scikit-learn's arpack and
+randomized at n = 8000–12 000, and its dense at n = 2000–4000 beside stress-ng: one run of
+7–45 s each). So **about 30 min with ``--baseline``** (about 25 min without it, the
+quiet half alone about 12 min), longer when others use the machine.
 
 On Linux with autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``),
 CPU time is first shared between sessions: ``stress-ng`` started in a session of its
@@ -106,6 +132,10 @@ def _make_estimator(cfg: dict):
     """The estimator a worker times, from its JSON configuration (always rbf, explicit gamma)."""
     gamma, lib, k = cfg["gamma"], cfg["lib"], cfg["k"]
     params = cfg.get("params", {})
+    if lib == "ours" and "method" in params:
+        from kpca_lib import ApproximateKernelPCA
+
+        return ApproximateKernelPCA(k, kernel="rbf", gamma=gamma, **params)
     if lib == "ours":
         from kpca_lib import KernelPCA
 
@@ -199,6 +229,7 @@ def worker(cfg: dict) -> dict:
     """Time one ``fit_transform`` in this (fresh) process; save the projection."""
     if cfg.get("namespace"):
         return device_worker(cfg)
+    where = _check_kpca_lib(cfg) if cfg["lib"] == "ours" else None
     X = _moons(cfg["n"])
     if cfg.get("dtype"):
         X = X.astype(cfg["dtype"])
@@ -223,7 +254,19 @@ def worker(cfg: dict) -> dict:
         "fit_mb": peak - before,
         "eigenvalues": [float(v) for v in eigenvalues],
         "solver": getattr(est, "eigen_solver_", None),
+        "kpca_lib": where,
     }
+
+
+def _check_kpca_lib(cfg: dict) -> str:
+    """Import ``kpca_lib`` and check that it comes from ``cfg["kpca_root"]``; its file."""
+    import kpca_lib
+
+    where = Path(kpca_lib.__file__).resolve()
+    root = Path(cfg.get("kpca_root") or ROOT).resolve()
+    if not where.is_relative_to(root):
+        raise RuntimeError(f"kpca_lib was imported from {where}, not from {root}")
+    return str(where)
 
 
 # -- parent side --------------------------------------------------------------------
@@ -232,13 +275,18 @@ def worker(cfg: dict) -> dict:
 def run_worker(cfg: dict, tmp: Path, timeout: float = 3600.0) -> dict:
     """Run :func:`worker` in a fresh interpreter and return its measurements and ``Z``."""
     cfg = dict(cfg, z_path=str(tmp / f"z_{os.getpid()}_{time.monotonic_ns()}.npy"))
+    env = {**os.environ, **WORKER_ENV, **({"SCIPY_ARRAY_API": "1"} if cfg.get("namespace") else {})}
+    cwd = ROOT
+    if cfg.get("kpca_root"):  # another checkout's kpca_lib (--baseline): first on the path
+        cwd = Path(cfg["kpca_root"])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(cfg)],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=ROOT,
-        env={**os.environ, **WORKER_ENV, **({"SCIPY_ARRAY_API": "1"} if cfg.get("namespace") else {})},
+        cwd=cwd,
+        env=env,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"worker {cfg} failed:\n{proc.stderr[-3000:]}")
@@ -350,12 +398,64 @@ def stress(cpus: int, session: str = "own") -> Iterator[subprocess.Popen]:
                 proc.wait()
 
 
+# -- the baseline: another commit's kpca_lib --------------------------------------------
+
+
+def _git(*argv: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *argv], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def baseline_worktree(ref: str) -> dict:
+    """A detached git worktree of ``ref`` outside the repository, created once and reused.
+
+    ``<tmp>/kpca-baseline-<sha>`` (``$KPCA_BASELINE_DIR`` instead of the temporary folder
+    if set). It is left in place for the next run (``git worktree remove PATH`` removes
+    it). Returns ``{"sha", "short", "path", "subject"}``.
+    """
+    try:
+        sha = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise SystemExit(f"--baseline {ref}: not a commit of {ROOT}") from None
+    short = _git("rev-parse", "--short", sha)
+    parent = Path(os.environ.get("KPCA_BASELINE_DIR") or tempfile.gettempdir())
+    path = (parent / f"kpca-baseline-{sha[:12]}").resolve()
+    if path.is_relative_to(ROOT):
+        raise SystemExit(f"the baseline's worktree {path} must lie outside the repository")
+    if path.exists():
+        head = _git("rev-parse", "HEAD", cwd=path) if (path / ".git").exists() else ""
+        if head != sha or not (path / "kpca_lib" / "__init__.py").is_file():
+            raise SystemExit(f"{path} exists but is not a worktree of {sha}: remove it")
+        print(f"baseline: reusing the worktree {path} ({short})", flush=True)
+    else:
+        # -f: the folder may be gone (a cleaned /tmp) while git still lists the worktree
+        _git("worktree", "add", "-f", "--detach", str(path), sha)
+        print(f"baseline: created the worktree {path} ({short})", flush=True)
+        # compile it now, not in the first timed fit (lazy imports inside fit)
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(path / "kpca_lib")], check=False
+        )
+    if _git("status", "--porcelain", "--untracked-files=no", cwd=path):
+        raise SystemExit(f"the baseline's worktree {path} has local changes: remove it")
+    subject = _git("log", "-1", "--format=%cd %s", "--date=format:%Y-%m-%d %H:%M", sha, cwd=path)
+    subject = subject if len(subject) <= 90 else subject[:89] + "…"
+    return {"sha": sha, "short": short, "path": str(path), "subject": subject}
+
+
 # -- section: exact --------------------------------------------------------------------
+
+
+OURS, BASE = "ours", "baseline"
+#: Where each contender's workers imported kpca_lib from (``kpca_lib.__file__``).
+IMPORTED: dict[str, set[str]] = {}
 
 
 def _configs(n: int, k: int, args: argparse.Namespace) -> dict[str, dict]:
     base = {"n": n, "k": k, "gamma": args.gamma}
-    cfgs = {"ours": dict(base, lib="ours", params={})}
+    cfgs = {OURS: dict(base, lib="ours", params={})}
+    if args.baseline_info:  # the same estimator, kpca_lib from the baseline's worktree
+        cfgs[BASE] = dict(base, lib="ours", params={}, kpca_root=args.baseline_info["path"])
     for solver in args.solvers:
         if solver == "dense" and n > args.dense_max_n:
             continue
@@ -369,14 +469,16 @@ def measure_point(n: int, k: int, args: argparse.Namespace, tmp: Path) -> dict[s
     runs: dict[str, list[dict]] = {name: [] for name in cfgs}
     for rep in range(args.repeat):
         for name, cfg in cfgs.items():
-            if rep and name != "ours":
-                firsts = [rs[0]["seconds"] for nm, rs in runs.items() if nm != "ours"]
+            if rep and name.startswith("sklearn"):
+                firsts = [rs[0]["seconds"] for nm, rs in runs.items() if nm.startswith("sklearn")]
                 if runs[name][0]["seconds"] > args.rerun_ratio * min(firsts):
                     continue  # far slower than scikit-learn's fastest: cannot be the best
             r = run_worker(cfg, tmp)
             runs[name].append(r)
+            if r.get("kpca_lib"):
+                IMPORTED.setdefault(_label(name, args), set()).add(r["kpca_lib"])
             print(
-                f"  n={n} k={k} {name:<20} run {rep + 1}: {r['seconds']:7.2f} s "
+                f"  n={n} k={k} {_label(name, args):<20} run {rep + 1}: {r['seconds']:7.2f} s "
                 f"(CPU {r['cpu_seconds']:6.2f} s), {r['peak_mb']:6.0f} MiB, load {_load()}",
                 flush=True,
             )
@@ -397,13 +499,53 @@ def _stats(rs: list[dict]) -> dict:
     }
 
 
+def _label(name: str, args: argparse.Namespace) -> str:
+    return f"today {args.baseline_info['short']}" if name == BASE else name
+
+
+def _ratio(a: dict, b: dict) -> dict:
+    """``a``'s time over ``b``'s: of the medians, best case (a's fastest over b's slowest)
+    and worst case (a's slowest over b's fastest). Slower beyond the spread: best > 1,
+    i.e. every run of ``a`` took longer than every run of ``b``."""
+    return {
+        "median": a["median"] / b["median"],
+        "best": a["min"] / b["max"],
+        "worst": a["max"] / b["min"],
+    }
+
+
+def _ratio_cell(r: dict) -> str:
+    flag = " **slower**" if r["best"] > 1 else ""
+    return f"{r['median']:.2f} ({r['best']:.2f}–{r['worst']:.2f}){flag}"
+
+
+def _anchor_summary(anchor: str, ratios: list[tuple[int, int, dict]]) -> str:
+    """Worst ratio against one anchor over the grid, and how many points are slower."""
+    n, k, worst = max(ratios, key=lambda t: t[2]["median"])
+    above = sum(r["median"] > 1 for _, _, r in ratios)
+    slower = [(nn, kk) for nn, kk, r in ratios if r["best"] > 1]
+    where = "; ".join(f"n = {nn}, k = {kk}" for nn, kk in slower)
+    verdict = f"**at {len(slower)} points** ({where})" if slower else "**at no point**"
+    return (
+        f"against {anchor}: worst ratio of the medians {worst['median']:.2f} at n = {n}, "
+        f"k = {k} (best–worst case {worst['best']:.2f}–{worst['worst']:.2f}); ratio of the "
+        f"medians above 1 at {above} of {len(ratios)} points; slower beyond the spread "
+        f"(every run of ours slower than every run of it) {verdict}"
+    )
+
+
+def _t(seconds: float) -> str:
+    """A time with 3 decimals below 0.1 s (the small sizes), else 2."""
+    return f"{seconds:.3f}" if seconds < 0.1 else f"{seconds:.2f}"
+
+
 def _cell(s: dict | None) -> str:
     if s is None:
         return "–"
     if s["runs"] == 1:
-        return f"{s['median']:.2f} s (1 run), {s['peak']:.0f} MiB"
+        return f"{_t(s['median'])} s (1 run), {s['peak']:.0f} MiB"
     return (
-        f"{s['median']:.2f} s ({s['min']:.2f}–{s['max']:.2f}, ×{s['spread']:.2f}), "
+        f"{_t(s['median'])} s ({_t(s['min'])}–{_t(s['max'])}, ×{s['spread']:.2f}), "
         f"{s['peak']:.0f} MiB"
     )
 
@@ -412,38 +554,58 @@ def exact_condition(
     args: argparse.Namespace, tmp: Path, lines: list[str], title: str, summary: list[str]
 ) -> None:
     """The whole grid under the current conditions: one table."""
-    head = ["n", "k", "ours", *[f"scikit-learn {s}" for s in args.solvers]]
-    head += ["best scikit-learn", "time ours / best", "memory ours / best", "fit memory ours / best"]
-    head += ["spread ours / best", "max − min ours / best", "CPU s ours / best", "eig. diff"]
+    base = args.baseline_info
+    head = ["n", "k", "ours"]
+    head += [f"today's code ({base['short']})"] if base else []
+    head += [f"scikit-learn {s}" for s in args.solvers]
+    head += ["best scikit-learn", "time ours / best"]
+    head += [f"time ours / {base['short']}"] if base else []
+    head += ["memory ours / best", "fit memory ours / best"]
+    head += ["spread ours / best", "max − min ours / best", "CPU s ours / best"]
+    tail = [f"solver ours / {base['short']}", f"eig. diff best / {base['short']}"] if base else []
+    head += tail or ["solver ours", "eig. diff"]
     lines += [f"### {title}", "", f"Load average (1, 5, 15 min) at start: {_load()}.", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * 2 + "---|" * (len(head) - 2)]
     wins = steadier = tighter = points = 0
+    vs_best: list[tuple[int, int, dict]] = []
+    vs_base: list[tuple[int, int, dict]] = []
     for n in args.sizes:
         for k in args.components:
             runs = measure_point(n, k, args, tmp)
             stats = {name: _stats(rs) for name, rs in runs.items()}
-            ours = stats["ours"]
-            sk = {name: s for name, s in stats.items() if name != "ours" and s["runs"] > 1}
-            sk = sk or {name: s for name, s in stats.items() if name != "ours"}
+            ours = stats[OURS]
+            sk_all = {name: s for name, s in stats.items() if name.startswith("sklearn")}
+            sk = {name: s for name, s in sk_all.items() if s["runs"] > 1} or sk_all
             best = min(sk, key=lambda name: sk[name]["median"])
             b = stats[best]
-            eig = eig_rel_diff(runs["ours"][0]["eigenvalues"], runs[best][0]["eigenvalues"])
+            eig = eig_rel_diff(runs[OURS][0]["eigenvalues"], runs[best][0]["eigenvalues"])
             points += 1
             wins += ours["median"] <= b["median"]
             steadier += ours["spread"] <= b["spread"]
             tighter += ours["max"] - ours["min"] <= b["max"] - b["min"]
+            vs_best.append((n, k, _ratio(ours, b)))
             cells = [str(n), str(k), _cell(ours)]
+            cells += [_cell(stats[BASE])] if base else []
             cells += [_cell(stats.get(f"sklearn {s}")) for s in args.solvers]
+            cells += [best.removeprefix("sklearn "), _ratio_cell(vs_best[-1][2])]
+            if base:
+                vs_base.append((n, k, _ratio(ours, stats[BASE])))
+                cells.append(_ratio_cell(vs_base[-1][2]))
             cells += [
-                best.removeprefix("sklearn "),
-                f"{ours['median'] / b['median']:.2f} (worst {ours['max'] / b['min']:.2f})",
                 f"{ours['peak'] / b['peak']:.2f}",
                 f"{ours['fit'] / b['fit']:.2f} ({ours['fit']:.0f} / {b['fit']:.0f} MiB)",
                 f"×{ours['spread']:.2f} / ×{b['spread']:.2f}",
                 f"{ours['max'] - ours['min']:.2f} s / {b['max'] - b['min']:.2f} s",
                 f"{ours['cpu']:.2f} / {b['cpu']:.2f}",
-                f"{eig:.0e}",
             ]
+            if base:
+                eig_base = eig_rel_diff(runs[OURS][0]["eigenvalues"], runs[BASE][0]["eigenvalues"])
+                cells += [
+                    f"{runs[OURS][0]['solver']} / {runs[BASE][0]['solver']}",
+                    f"{eig:.0e} / {eig_base:.0e}",
+                ]
+            else:
+                cells += [str(runs[OURS][0]["solver"]), f"{eig:.0e}"]
             lines.append("| " + " | ".join(cells) + " |")
             print(lines[-1], flush=True)
     lines += ["", f"Load average at end: {_load()}.", ""]
@@ -453,6 +615,9 @@ def exact_condition(
         f"{steadier} of {points} points as a ratio (max/min) and at {tighter} of {points} "
         "in seconds (max − min)."
     )
+    summary.append("  - " + _anchor_summary("scikit-learn's best solver", vs_best) + ".")
+    if base:
+        summary.append("  - " + _anchor_summary(f"today's code ({base['short']})", vs_base) + ".")
 
 
 def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> None:
@@ -461,8 +626,18 @@ def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> None
         "",
         "RBF kernel PCA of two moons (`make_moons(n, noise=0.05, random_state=0)`), "
         f'`kernel="rbf", gamma={args.gamma:g}` for both libraries, `fit_transform`. Ours: '
-        '`KernelPCA(k, kernel="rbf", gamma=...)` (`eigen_solver="auto"`: block Lanczos on the '
-        'half-stored kernel, float64); scikit-learn: `KernelPCA(k, kernel="rbf", gamma=..., '
+        '`KernelPCA(k, kernel="rbf", gamma=...)` (`eigen_solver="auto"`; *solver*: the one '
+        "it used, `eigen_solver_`), kpca_lib of this checkout; "
+        + (
+            f"*today's code ({args.baseline_info['short']})*: the same estimator, kpca_lib of "
+            f"commit {args.baseline_info['sha']} ({args.baseline_info['subject']}), "
+            "imported from a git worktree of that commit (`--baseline`; the worker checks "
+            "`kpca_lib.__file__`), everything else (Python, NumPy, SciPy, this script) the "
+            "same; "
+            if args.baseline_info
+            else ""
+        )
+        + 'scikit-learn: `KernelPCA(k, kernel="rbf", gamma=..., '
         "eigen_solver=...)` with each of "
         + ", ".join(f'`"{s}"`' for s in args.solvers)
         + f' (`"dense"` only up to n = {args.dense_max_n}: O(n³) time). '
@@ -473,11 +648,17 @@ def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> None
         "each run in a fresh process, all configurations of a point alternating. "
         f"A scikit-learn solver whose first run took more than {args.rerun_ratio:g}× the "
         "fastest one's is not repeated (1 run). *Best scikit-learn*: smallest median among "
-        "the repeated solvers. *time ours / best*: ratio of the medians (worst: our slowest "
-        "run over its fastest). *CPU s*: median CPU time of the process (all threads). "
+        "the repeated solvers. *time ours / best*"
+        + (f" and *time ours / {args.baseline_info['short']}*" if args.baseline_info else "")
+        + ": ratio of the medians (best case: our fastest run over its slowest – worst case: "
+        "our slowest run over its fastest); **slower** marks a point where ours is slower "
+        "beyond the spread of the repeats (best case above 1: every run of ours took longer "
+        "than every run of the other). *CPU s*: median CPU time of the process (all threads). "
         "*max − min*: the spread in seconds (a run of 0.2 s that a busy machine delays by "
         "0.1 s has a ratio of ×1.5; one of 5 s delayed by the same 0.1 s, ×1.02). "
-        "*eig. diff*: largest relative difference of our eigenvalues from the best solver's.",
+        "*eig. diff*: largest relative difference of our eigenvalues from the best solver's"
+        + (" (and from today's code's)" if args.baseline_info else "")
+        + ".",
         "",
     ]
     summary: list[str] = []
@@ -501,7 +682,8 @@ def exact_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> None
             print("\n" + msg.replace("**", "") + "\n", file=sys.stderr, flush=True)
             lines += [f"### {title}", "", msg, ""]
             summary.append(f"- {title}: not run, stress-ng is missing.")
-    lines += ["Summary:", "", *summary, ""]
+    seen = "; ".join(f"{name}: {', '.join(sorted(files))}" for name, files in IMPORTED.items())
+    lines += ["Summary:", "", *summary, "", f"`kpca_lib.__file__` in the workers: {seen}.", ""]
 
 
 # -- section: device ----------------------------------------------------------------------
@@ -582,8 +764,8 @@ def approx_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> dic
     approx = {"n_features": J, "random_state": 0}
     results = {}
     for name, cfg in (
-        ("ours, Nyström", dict(base, lib="ours", params={"approximation": "nystroem", **approx})),
-        ("ours, random Fourier features", dict(base, lib="ours", params={"approximation": "rff", **approx})),
+        ("ours, Nyström", dict(base, lib="ours", params={"method": "nystroem", **approx})),
+        ("ours, random Fourier features", dict(base, lib="ours", params={"method": "rff", **approx})),
         ("scikit-learn Nystroem + PCA", dict(base, lib="sklearn-nystroem", params={"n_features": J})),
         ("scikit-learn RBFSampler + PCA", dict(base, lib="sklearn-rbfsampler", params={"n_features": J})),
     ):  # fmt: skip
@@ -597,7 +779,7 @@ def approx_section(args: argparse.Namespace, tmp: Path, lines: list[str]) -> dic
 
 
 def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> None:
-    from kpca_lib import KernelPCA
+    from kpca_lib import ApproximateKernelPCA, KernelPCA
 
     m, k, gamma = args.agreement_n, args.components[0], args.gamma
     X = _moons(m, seed=1)
@@ -630,8 +812,8 @@ def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> 
                 continue
             stats = []
             for seed in range(args.seeds):
-                kp = KernelPCA(
-                    k, kernel="rbf", gamma=gamma, approximation=method, n_features=J,
+                kp = ApproximateKernelPCA(
+                    k, kernel="rbf", gamma=gamma, method=method, n_features=J,
                     random_state=seed,
                 )  # fmt: skip
                 Z = kp.fit_transform(X)
@@ -662,8 +844,8 @@ def agreement_section(args: argparse.Namespace, big: dict, lines: list[str]) -> 
             ("ours, Nyström", "nystroem"),
             ("ours, random Fourier features", "rff"),
         ):
-            kp = KernelPCA(
-                k, kernel="rbf", gamma=gamma, approximation=method, n_features=args.approx_J,
+            kp = ApproximateKernelPCA(
+                k, kernel="rbf", gamma=gamma, method=method, n_features=args.approx_J,
                 random_state=0,
             ).fit(_moons(args.approx_n))  # fmt: skip
             Z = kp.transform(X)
@@ -684,9 +866,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--sections", nargs="+", choices=SECTIONS, default=["exact"])
-    p.add_argument("--sizes", type=int, nargs="+", default=None,
-                   help="n (default 4000 8000 12000; the device section: 12000 24000 48000)")
-    p.add_argument("--components", type=int, nargs="+", default=[2, 50])
+    p.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="n (default 500 1000 2000 4000 8000 12000; the device section: 12000 24000 48000)",
+    )
+    p.add_argument("--components", type=int, nargs="+", default=[2, 10, 50])
+    p.add_argument(
+        "--baseline",
+        metavar="REF",
+        default=None,
+        help="exact section: also time kpca_lib of this commit (a git worktree outside the "
+        "repository, created once and reused), as \"today's code\"",
+    )
     p.add_argument("--repeat", type=int, default=3, help="runs of every configuration")
     p.add_argument("--gamma", type=float, default=0.5, help="RBF gamma of both libraries")
     p.add_argument(
@@ -763,7 +957,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.device is not None and args.sections == ["exact"]:
         args.sections = ["device"]
     if args.sizes is None:
-        args.sizes = [12000, 24000, 48000] if args.sections == ["device"] else [4000, 8000, 12000]
+        args.sizes = (
+            [12000, 24000, 48000]
+            if args.sections == ["device"]
+            else [500, 1000, 2000, 4000, 8000, 12000]
+        )
     if args.quick:
         args.sizes, args.components, args.dense_max_n = [2000], [2, 10], 2000
         args.approx_n, args.approx_J = 20_000, 100
@@ -780,6 +978,11 @@ def main(argv: list[str] | None = None) -> None:
     default = Path(tempfile.gettempdir()) / "kernel_pca_quick.md" if args.quick else DEFAULT_OUT
     out = args.out or default
     WORKER_ENV.update(kv.split("=", 1) for kv in args.worker_env)
+    args.baseline_info = None
+    if args.baseline:
+        if "exact" not in args.sections:
+            p.error("--baseline applies to the exact section only")
+        args.baseline_info = baseline_worktree(args.baseline)
 
     command = " ".join(argv if argv is not None else sys.argv[1:])
     lines = [
@@ -789,6 +992,15 @@ def main(argv: list[str] | None = None) -> None:
         f"{time.strftime('%Y-%m-%d %H:%M')} (took {{minutes}} min).",
         "",
         *environment(),
+        *(
+            [
+                f"- today's code: commit {args.baseline_info['sha']} "
+                f"({args.baseline_info['subject']}), from the worktree "
+                f"`{args.baseline_info['path']}`"
+            ]
+            if args.baseline_info
+            else []
+        ),
         "",
     ]
     started = time.monotonic()

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -58,7 +59,7 @@ import scipy.sparse.linalg
 from numpy.typing import NDArray
 
 from ._blocked import symmetrize_inplace
-from ._threads import one_blas_thread_for_solver, with_caller_blas_threads
+from ._threads import blas_threads, one_blas_thread_for_solver, with_caller_blas_threads
 from ._verify import ORTHONORMALITY_TOL, Verification, deflation_probe, verify_eigenpairs
 from ._xp import column_signs, device, namespace, take_columns, to_host
 
@@ -345,7 +346,28 @@ def _dense_top(
     return w, V, A, how
 
 
-@with_caller_blas_threads  # LAPACK on the whole matrix: BLAS threads pay off
+#: From this size on, LAPACK on the whole matrix runs on the caller's BLAS threads (quiet,
+#: n = 2000: 0.30 s with 2 threads against 0.40 s with 1; n = 4000: 2.3 s against 4.0 s).
+#: Below, on one: the gain is nil (n = 500: 0.023 s against 0.019 s), and on a busy machine
+#: OpenBLAS's threads wait for each other in ?syevr's many small calls (n = 500, k = 50,
+#: beside stress-ng: 2.8-3.2 s with 2 threads, 0.025 s with 1; benchmarks/solver_results.md).
+_DENSE_THREADS_FROM = 1024
+
+
+def _dense_blas_threads(func: Callable) -> Callable:
+    """Decorator of :func:`_dense_attempt`: BLAS threads for a large matrix only."""
+
+    @functools.wraps(func)
+    def wrapper(S: NDArray[np.float64], *args: Any, **kwargs: Any) -> Any:
+        if S.shape[0] >= _DENSE_THREADS_FROM:
+            return with_caller_blas_threads(func)(S, *args, **kwargs)
+        with blas_threads(1):
+            return func(S, *args, **kwargs)
+
+    return wrapper
+
+
+@_dense_blas_threads
 def _dense_attempt(
     S: NDArray[np.float64], k: int, overwrite: bool, tol: float | None, report: SolverReport,
     *, matrix_norm: float | None = None, dtype_eps: float = _EPS64,
