@@ -42,13 +42,15 @@ from ._validation import (
     check_sparse_array,
     output_dtype,
 )
-from .kernel_pca import _NO_INVERSE, _check_feature_names, _InverseTransform
+from .kernel_pca import _NO_INVERSE, _check_feature_names, _InverseTransform, _LearnedPreimage
 from .kernels import KernelFunction, KernelSpec
 
 __all__ = ["ApproximateKernelPCA"]
 
 
-class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class ApproximateKernelPCA(
+    _LearnedPreimage, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Approximate kernel PCA: linear PCA of ``n_features`` explicit kernel features.
 
     The kernel parameters (``kernel``, ``sigma``, ``gamma``, ``degree``,
@@ -374,33 +376,7 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         check_is_fitted(self, "eigenvalues_")
         if self._preimage is None:
             raise NotFittedError(_NO_INVERSE)
-        dtype = output_dtype(X, self._fit_dtype)
-        Z = check_array(X, "X")
-        if Z.shape[1] != self.n_components_:
-            raise ValueError(
-                f"X must have one column per component: got {Z.shape[1]} columns, expected "
-                f"n_components_ = {self.n_components_} (the output of transform)."
-            )
-        return self._preimage.predict(Z).astype(dtype, copy=False)
-
-    def _inverse(self, name: str):  # noqa: ANN202 - the preimage module's PreimageMap
-        preimage = self.__dict__.get("_preimage")
-        if preimage is None:
-            raise AttributeError(f"{name} exists after a fit with fit_inverse_transform=True only")
-        return preimage
-
-    @property
-    def X_transformed_fit_(self) -> NDArray[np.float64]:
-        return self._inverse("X_transformed_fit_").X_transformed_fit_
-
-    @property
-    def dual_coef_(self) -> NDArray[np.float64]:
-        return self._inverse("dual_coef_").dual_coef_
-
-    @property
-    def _n_features_out(self) -> int:
-        """Number of output columns (for ``get_feature_names_out``)."""
-        return self.eigenvalues_.shape[0]
+        return self._predict_preimage(X)
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         tags = super().__sklearn_tags__()

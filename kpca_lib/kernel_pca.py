@@ -116,7 +116,46 @@ class _InverseTransform:
         return self.method.__get__(instance, owner)
 
 
-class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _LearnedPreimage:
+    """The learned pre-image map's attributes, shared by both kernel PCA estimators.
+
+    ``X_transformed_fit_`` and ``dual_coef_`` exist after a fit with
+    ``fit_inverse_transform=True`` only; :meth:`_predict_preimage` is the NumPy part
+    of ``inverse_transform``; ``_n_features_out`` names the output columns.
+    """
+
+    def _inverse(self, name: str):  # noqa: ANN202 - the preimage module's PreimageMap
+        preimage = self.__dict__.get("_preimage")
+        if preimage is None:
+            raise AttributeError(f"{name} exists after a fit with fit_inverse_transform=True only")
+        return preimage
+
+    @property
+    def X_transformed_fit_(self) -> NDArray[np.float64]:
+        return self._inverse("X_transformed_fit_").X_transformed_fit_
+
+    @property
+    def dual_coef_(self) -> NDArray[np.float64]:
+        return self._inverse("dual_coef_").dual_coef_
+
+    @property
+    def _n_features_out(self) -> int:
+        """Number of output columns (for ``get_feature_names_out``)."""
+        return self.eigenvalues_.shape[0]
+
+    def _predict_preimage(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Pre-images of NumPy projections ``X`` by the learned map (fitted, checked here)."""
+        dtype = output_dtype(X, self._fit_dtype)
+        Z = check_array(X, "X")
+        if Z.shape[1] != self.n_components_:
+            raise ValueError(
+                f"X must have one column per component: got {Z.shape[1]} columns, expected "
+                f"n_components_ = {self.n_components_} (the output of transform)."
+            )
+        return self._preimage.predict(Z).astype(dtype, copy=False)
+
+
+class KernelPCA(_LearnedPreimage, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel principal component analysis (exact; approximate: ``ApproximateKernelPCA``).
 
     A drop-in for ``sklearn.decomposition.KernelPCA``: the same parameters,
@@ -188,8 +227,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
           meet ``tol``, so its result is as accurate as the others'. It
           returns the largest eigenvalues (scikit-learn's: the largest in
           magnitude, wrong for an indefinite kernel).
-        * ``"auto"``: chosen from ``n`` and ``n_components`` (``"lanczos"`` or
-          ``"dense"``; never ``"randomized"``).
+        * ``"auto"``: chosen from ``n`` and ``n_components`` as measured fastest
+          (``"lanczos"``; ``"arpack"`` for ``n < 1000`` and at most 10
+          components; ``"dense"`` for ``n ≤ 200`` or more than ``n/10``
+          components; never ``"randomized"``), falling back to ``"dense"`` when
+          its first choice does not verify.
 
         Callable and precomputed kernels and sparse ``X`` build the full matrix.
     tol : float, optional
@@ -621,14 +663,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             from ._array_api import inverse_transform_device
 
             return inverse_transform_device(self, X)
-        dtype = output_dtype(X, self._fit_dtype)
-        Z = check_array(X, "X")
-        if Z.shape[1] != self.n_components_:
-            raise ValueError(
-                f"X must have one column per component: got {Z.shape[1]} columns, expected "
-                f"n_components_ = {self.n_components_} (the output of transform)."
-            )
-        return self._preimage.predict(Z).astype(dtype, copy=False)
+        return self._predict_preimage(X)
 
     # -- attributes of one mode --------------------------------------------------------
     def _exact(self, name: str) -> ExactResult:
@@ -653,12 +688,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             )
         return self._approximate_model
 
-    def _inverse(self, name: str):  # noqa: ANN202 - the preimage module's PreimageMap
-        preimage = self.__dict__.get("_preimage")
-        if preimage is None:
-            raise AttributeError(f"{name} exists after a fit with fit_inverse_transform=True only")
-        return preimage
-
     @property
     def alphas_(self) -> NDArray[np.float64]:
         return self._exact("alphas_").alphas
@@ -682,19 +711,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     @property
     def feature_map_(self):  # noqa: ANN201 - RandomFourierFeatures or NystroemFeatures
         return self._approximate("feature_map_").feature_map_
-
-    @property
-    def X_transformed_fit_(self) -> NDArray[np.float64]:
-        return self._inverse("X_transformed_fit_").X_transformed_fit_
-
-    @property
-    def dual_coef_(self) -> NDArray[np.float64]:
-        return self._inverse("dual_coef_").dual_coef_
-
-    @property
-    def _n_features_out(self) -> int:
-        """Number of output columns (for ``get_feature_names_out``)."""
-        return self.eigenvalues_.shape[0]
 
     # -- helpers for the lectures ------------------------------------------------------
     def kernel_matrix_c(self) -> NDArray[np.float64]:
