@@ -63,6 +63,11 @@ CHUNK_BYTES = 1 << 20
 V_CHUNK_BYTES = 48 << 10
 
 
+#: Entries × columns of a product with the kernel below which it runs on one thread
+#: (n = 1000 with 4 columns is above; the result does not depend on the thread count).
+PARALLEL_PRODUCT = 1 << 22
+
+
 def available_cores() -> int:
     """Number of CPUs this process may use (affinity mask and cgroup quota).
 
@@ -135,6 +140,11 @@ class SymmetricPanels:
     n_threads : int
         Threads of :meth:`matmat`; the result does not depend on it.
     """
+
+    #: Products run on the library's worker threads with one BLAS thread each
+    #: (:func:`kpca_lib._threads.parallel_for`): the solvers need not hand them the
+    #: caller's BLAS threads (a threadpoolctl call per product saved).
+    threads_own_products = True
 
     def __init__(
         self, n: int, dtype: np.dtype, panel_rows: int = PANEL_ROWS, n_threads: int | None = None
@@ -216,7 +226,10 @@ class SymmetricPanels:
                 Yv[r0:r1] = own
             upper[t] = part
 
-        parallel_for(task, len(tasks), self.n_threads)
+        # A small product runs on the calling thread: starting a helper thread costs about
+        # 0.1 ms, as much as the whole product below PARALLEL_PRODUCT (n = 500: 14 products).
+        small = self.n * self.n * V.shape[1] < PARALLEL_PRODUCT
+        parallel_for(task, len(tasks), 1 if small else self.n_threads)
         for part in upper:  # in task order: the same sums whatever the thread count
             Yv[: part.shape[0]] += part
         return Y.astype(np.float64, copy=False)

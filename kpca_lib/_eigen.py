@@ -79,6 +79,8 @@ EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos", "randomized")
 
 #: Below this size the iterative solvers just form the matrix and call LAPACK.
 _SMALL = 64
+#: ``"auto"`` takes ARPACK below this size for ``k ≤ 10`` (see :func:`choose_solver`).
+_ARPACK_BELOW = 1000
 
 #: Relative residual tolerance of the dense solver is ``max(tol, _DENSE_TOL_FACTOR·n·eps)``.
 _DENSE_TOL_FACTOR = 100.0
@@ -98,6 +100,14 @@ _KRYLOV_CHECK = {"check_block": 4, "min_passes": 3, "max_passes": 6}
 
 
 MatMat = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+def _product_threads(matmat: MatMat) -> MatMat:
+    """``matmat`` on the caller's BLAS threads, unless its owner runs its products on its own
+    threads (``SymmetricPanels``: one BLAS thread per worker, the caller's setting unused)."""
+    if getattr(getattr(matmat, "__self__", None), "threads_own_products", False):
+        return matmat
+    return with_caller_blas_threads(matmat)
 
 
 def orthonormality_tol(like: Any, n: int) -> float:
@@ -243,8 +253,11 @@ def choose_solver(n: int, k: int, solver: str) -> str:
 
     ``"auto"`` picks ``"lanczos"`` for a few components of a large matrix
     (``n > 200`` and ``k ≤ n/10``), where it is the fastest accurate solver,
-    and ``"dense"`` otherwise (many components: LAPACK computes them all at
-    once). ``"arpack"`` and ``"lanczos"`` fall back to ``"dense"`` when
+    but ``"arpack"`` below ``n = 1000`` for ``k ≤ 10`` (there ARPACK's compiled
+    loop beats our block Lanczos's per-iteration Python: n = 500, k = 10,
+    4.0 ms against 5.2 ms; at n = 1000, k = 2 Lanczos is ahead again;
+    ``benchmarks/solver_results.md``), and ``"dense"`` otherwise (many
+    components: LAPACK computes them all at once). ``"arpack"`` and ``"lanczos"`` fall back to ``"dense"`` when
     ``k >= n``, which they cannot compute.
 
     This is the first choice only: :func:`top_eigh` and
@@ -257,7 +270,9 @@ def choose_solver(n: int, k: int, solver: str) -> str:
             f"got {solver!r}."
         )
     if solver == "auto":
-        return "lanczos" if (n > 200 and k <= n // 10) else "dense"
+        if not (n > 200 and k <= n // 10):
+            return "dense"
+        return "arpack" if (n < _ARPACK_BELOW and k <= 10) else "lanczos"
     if solver in ("arpack", "lanczos", "randomized") and k >= n:
         return "dense"
     return solver
@@ -589,7 +604,7 @@ def top_eigh_operator(
             random_state=random_state, like=like,
         )
     matrix_norm, dtype_eps, dense = _operator_hints(matmat, n, matrix_norm, dtype_eps)
-    matmat = with_caller_blas_threads(matmat)
+    matmat = _product_threads(matmat)
     report = SolverReport(solver, n, k, dtype_eps=dtype_eps)
     _publish(report)
     first = choose_solver(n, k, solver)
@@ -620,6 +635,8 @@ def top_eigh_operator(
         )
     elif first == "arpack":
         result = _arpack_attempt(matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps)
+        if result is None and solver == "auto":  # "auto" promised a verified result
+            result = dense_attempt()
     else:
         result = _lanczos_attempts(matmat, n, k, tol, max_iter, report, matrix_norm, dtype_eps)
         if result is None and solver == "auto":
@@ -952,7 +969,7 @@ def lanczos_eigh(
     _check_k(n, k)
     b = _default_block_size(k, n, max_basis) if block_size is None else max(1, int(block_size))
     _, dtype_eps, _ = _operator_hints(matmat, n, None, None)
-    matmat = with_caller_blas_threads(matmat)
+    matmat = _product_threads(matmat)
     report = SolverReport("lanczos", n, k, dtype_eps=dtype_eps)
     t0 = time.perf_counter()
     theta, U, info = _block_lanczos(

@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 from kpca_lib import KernelPCA, _eigen, kernel_pca
 from kpca_lib._blocked import SymmetricPanels, build_kernel_panels, symmetrize_inplace
 from kpca_lib._eigen import (
+    Attempt,
     EigenpairsNotVerifiedError,
     choose_solver,
     lanczos_eigh,
@@ -19,7 +20,7 @@ from kpca_lib._eigen import (
     top_eigh,
     top_eigh_operator,
 )
-from kpca_lib._verify import deflation_probe, residual_norms, verify_eigenpairs
+from kpca_lib._verify import Verification, deflation_probe, residual_norms, verify_eigenpairs
 from kpca_lib.centering import center_kernel
 from kpca_lib.datasets import make_moons
 from kpca_lib.kernels import (
@@ -174,6 +175,8 @@ def test_symmetric_panels_empty_start():
 
 def test_choose_solver():
     assert choose_solver(1000, 2, "auto") == "lanczos"
+    assert choose_solver(999, 10, "auto") == "arpack"  # measured faster there (solver_results.md)
+    assert choose_solver(999, 11, "auto") == "lanczos"
     assert choose_solver(1000, 100, "auto") == "lanczos"
     assert choose_solver(1000, 101, "auto") == "dense"
     assert choose_solver(150, 2, "auto") == "dense"
@@ -280,8 +283,10 @@ def test_every_solver_matches_sklearn(moons, solver, ours_kw, sk_kw):
 
 def test_auto_uses_lanczos_for_few_components(moons):
     X, _ = moons
+    X = np.vstack([X, make_moons(700, noise=0.05, random_state=3)[0]])  # n = 1100
     kp = KernelPCA(3, kernel="rbf", sigma=0.3).fit(X)
     assert kp.eigen_solver_ == "lanczos"
+    assert KernelPCA(3, kernel="rbf", sigma=0.3).fit(X[:500]).eigen_solver_ == "arpack"
     assert KernelPCA(3, kernel="rbf", sigma=0.3).fit(X[:150]).eigen_solver_ == "dense"
     dense = KernelPCA(3, kernel="rbf", sigma=0.3, eigen_solver="dense").fit(X)
     np.testing.assert_allclose(kp.eigenvectors_, dense.eigenvectors_, atol=1e-9)
@@ -481,7 +486,7 @@ def test_asymmetric_input_is_named(rng):
 
 
 def test_auto_falls_back_to_dense_and_explicit_lanczos_raises(rng, monkeypatch):
-    A = _psd_matrix(rng, 400, np.linspace(10, 0, 400))
+    A = _psd_matrix(rng, 1200, np.linspace(10, 0, 1200))  # auto's first choice: lanczos
 
     def garbage(matmat, n, k, **kwargs):  # a Lanczos that returns wrong, unconverged pairs
         Q = np.linalg.qr(rng.normal(size=(n, k)))[0]
@@ -494,7 +499,7 @@ def test_auto_falls_back_to_dense_and_explicit_lanczos_raises(rng, monkeypatch):
     monkeypatch.setattr(_eigen, "_block_lanczos", garbage)
     with record_solver_reports() as reports:
         w, _ = top_eigh(A, 3, "auto")
-    np.testing.assert_allclose(w, np.linspace(10, 0, 400)[:3], rtol=1e-12)
+    np.testing.assert_allclose(w, np.linspace(10, 0, 1200)[:3], rtol=1e-12)
     assert [a.solver for a in reports[0].attempts][-1] == "dense"
     assert not any(a.ok for a in reports[0].attempts[:-1])
     with pytest.raises(
@@ -502,6 +507,20 @@ def test_auto_falls_back_to_dense_and_explicit_lanczos_raises(rng, monkeypatch):
         match=r"(?s)eigen_solver='lanczos'.*residual too large.*Fix: eigen_solver='dense'",
     ):
         top_eigh(A, 3, "lanczos")
+
+
+def test_auto_falls_back_to_dense_when_arpack_does_not_verify(rng, monkeypatch):
+    A = _psd_matrix(rng, 400, np.linspace(10, 0, 400))  # auto's first choice: arpack
+
+    def garbage(matmat, n, k, tol, max_iter, report, *args):
+        report.attempts.append(Attempt("arpack", "broken", 0.0, 0, Verification(ok=False)))
+        return None
+
+    monkeypatch.setattr(_eigen, "_arpack_attempt", garbage)
+    with record_solver_reports() as reports:
+        w, _ = top_eigh(A, 3, "auto")
+    np.testing.assert_allclose(w, np.linspace(10, 0, 400)[:3], rtol=1e-12)
+    assert [a.solver for a in reports[0].attempts] == ["arpack", "dense"]
 
 
 def test_verification_detects_each_defect(rng):

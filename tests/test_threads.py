@@ -36,6 +36,25 @@ def _blas_counts() -> list[int]:
     return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cpu_count(monkeypatch):
+    """Every test reads the CPUs it pretends to have (no answer reused from another test)."""
+    monkeypatch.setattr(threads, "_CPUS_TTL", 0.0)
+
+
+def test_the_cpu_count_is_reused_for_a_moment_then_read_again(monkeypatch):
+    # A fit asks several times; the files are read once per _CPUS_TTL seconds.
+    reads = []
+    monkeypatch.setattr(threads, "_CPUS_TTL", 3600.0)
+    monkeypatch.setattr(threads, "_CPUS_SEEN", [])
+    monkeypatch.setattr(threads, "_affinity_count", lambda: reads.append(1) or 6)
+    monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda *a, **k: None)
+    assert available_cpus() == available_cpus() == 6 and len(reads) == 1
+    monkeypatch.setattr(threads, "_CPUS_TTL", 0.0)
+    monkeypatch.setattr(threads, "_affinity_count", lambda: reads.append(1) or 3)
+    assert available_cpus() == 3 and len(reads) == 2
+
+
 @pytest.fixture
 def cpus(monkeypatch):
     """Pretend the affinity mask holds ``n`` CPUs and there is no cgroup quota."""
@@ -198,8 +217,15 @@ def test_kernel_pca_uses_n_jobs_threads_clipped(cpus, small_tasks, monkeypatch, 
 
     monkeypatch.setattr(blocked, "parallel_for", spy)
     X, _ = make_moons(300, noise=0.05, random_state=0)
+    monkeypatch.setattr(blocked, "PARALLEL_PRODUCT", 0)  # every product counts as large
     kp = KernelPCA(2, kernel="rbf", gamma=2.0, eigen_solver="lanczos", n_jobs=n_jobs).fit(X)
     assert used and set(used) == {expected}  # the build and every product
+    # Below PARALLEL_PRODUCT a product runs on the calling thread (same numbers, no thread start).
+    monkeypatch.setattr(blocked, "PARALLEL_PRODUCT", 1 << 40)
+    used.clear()
+    again = KernelPCA(2, kernel="rbf", gamma=2.0, eigen_solver="lanczos", n_jobs=n_jobs).fit(X)
+    assert used[0] == expected and set(used[1:]) == {1}  # the build, then the products
+    np.testing.assert_array_equal(again.eigenvectors_, kp.eigenvectors_)
     # transform: the kernel between new and training points, on the same clipped queue
     from kpca_lib import _exact
 
