@@ -79,8 +79,9 @@ EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos", "randomized")
 
 #: Below this size the iterative solvers just form the matrix and call LAPACK.
 _SMALL = 64
-#: ``"auto"`` takes ARPACK below this size for ``k ≤ 10`` (see :func:`choose_solver`).
-_ARPACK_BELOW = 1000
+#: ``"auto"`` takes ARPACK for ``k ≤ 10`` below ``_ARPACK_BELOW + 100·k`` samples (measured
+#: crossover, see :func:`choose_solver`).
+_ARPACK_BELOW = 500
 
 #: Relative residual tolerance of the dense solver is ``max(tol, _DENSE_TOL_FACTOR·n·eps)``.
 _DENSE_TOL_FACTOR = 100.0
@@ -253,11 +254,11 @@ def choose_solver(n: int, k: int, solver: str) -> str:
 
     ``"auto"`` picks ``"lanczos"`` for a few components of a large matrix
     (``n > 200`` and ``k ≤ n/10``), where it is the fastest accurate solver,
-    but ``"arpack"`` below ``n = 1000`` for ``k ≤ 10`` (there ARPACK's compiled
-    loop beats our block Lanczos's per-iteration Python: n = 500, k = 10,
-    4.0 ms against 5.2 ms; at n = 1000, k = 2 Lanczos is ahead again;
-    ``benchmarks/solver_results.md``), and ``"dense"`` otherwise (many
-    components: LAPACK computes them all at once). ``"arpack"`` and ``"lanczos"`` fall back to ``"dense"`` when
+    but ``"arpack"`` for ``k ≤ 10`` below ``n = 500 + 100·k`` (there ARPACK's
+    compiled loop beats our block Lanczos's per-iteration Python; measured on
+    two moons, warm: n = 500, k = 10, 4.0 ms against 5.2 ms; n = 1000, k = 10,
+    9.5 against 10.1; n = 1000, k = 2 and 5, Lanczos ahead by 0.3-0.5 ms), and
+    ``"dense"`` otherwise (many components: LAPACK computes them all at once). ``"arpack"`` and ``"lanczos"`` fall back to ``"dense"`` when
     ``k >= n``, which they cannot compute.
 
     This is the first choice only: :func:`top_eigh` and
@@ -272,7 +273,7 @@ def choose_solver(n: int, k: int, solver: str) -> str:
     if solver == "auto":
         if not (n > 200 and k <= n // 10):
             return "dense"
-        return "arpack" if (n < _ARPACK_BELOW and k <= 10) else "lanczos"
+        return "arpack" if (k <= 10 and n < _ARPACK_BELOW + 100 * k) else "lanczos"
     if solver in ("arpack", "lanczos", "randomized") and k >= n:
         return "dense"
     return solver

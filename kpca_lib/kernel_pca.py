@@ -228,8 +228,8 @@ class KernelPCA(_LearnedPreimage, ClassNamePrefixFeaturesOutMixin, TransformerMi
           returns the largest eigenvalues (scikit-learn's: the largest in
           magnitude, wrong for an indefinite kernel).
         * ``"auto"``: chosen from ``n`` and ``n_components`` as measured fastest
-          (``"lanczos"``; ``"arpack"`` for ``n < 1000`` and at most 10
-          components; ``"dense"`` for ``n ≤ 200`` or more than ``n/10``
+          (``"lanczos"``; ``"arpack"`` for at most 10 components below
+          ``n = 500 + 100·n_components``; ``"dense"`` for ``n ≤ 200`` or more than ``n/10``
           components; never ``"randomized"``), falling back to ``"dense"`` when
           its first choice does not verify.
 
