@@ -45,7 +45,7 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import NDArray
 
-from ._xp import T, column_norms, device, eigh, hstack, namespace, qr, random_block, to_host
+from ._xp import T, column_norms, device, hstack, namespace, random_block, take_columns, to_host
 
 __all__ = [
     "Verification",
@@ -297,7 +297,7 @@ def first_product(
             Z, AZ = _probe_complement(probe, U, AU)
     elif width > 0:
         Z = _project_out(random_block(rng, n, width, U), U, xp)
-        Z = qr(xp, Z)[0]
+        Z = xp.linalg.qr(Z)[0]
     products = 0
     if AU is not None:
         if Z is not None and AZ is None:
@@ -346,7 +346,7 @@ def search_complement(
     passes, width = 1, Z.shape[1]
     while True:
         H = T(xp, Q) @ AQ
-        mu_all, S = eigh(xp, 0.5 * (H + T(xp, H)))
+        mu_all, S = xp.linalg.eigh(0.5 * (H + T(xp, H)))
         mu = to_host(mu_all)
         out.norm = max(out.norm, float(np.abs(mu).max()))
         slack = 2.0 * bound(out.norm)
@@ -363,7 +363,7 @@ def search_complement(
         if Q.shape[1] >= p.n - p.k:
             return out
         W = _project_out(_project_out(AQ[:, AQ.shape[1] - width :], U, xp), Q, xp)
-        W, R = qr(xp, W)
+        W, R = xp.linalg.qr(W)
         # Stop early only if the new directions are zero to float64 precision (the
         # complement's Krylov space is exhausted). Small is not enough: a missed
         # eigenvalue far below ‖A‖ yet above θ_k (or below a float32 matrix's rounding)
@@ -374,8 +374,8 @@ def search_complement(
         if keep.size == 0:
             return out  # the Krylov space of the complement is exhausted: exact
         if keep.size < W.shape[1]:
-            W = _take(xp, W, keep)
-        W = qr(xp, _project_out(_project_out(W, U, xp), Q, xp))[0]
+            W = take_columns(xp, W, keep)
+        W = xp.linalg.qr(_project_out(_project_out(W, U, xp), Q, xp))[0]
         AW = p.matmat(W)
         out.n_products += W.shape[1]
         passes, width = passes + 1, W.shape[1]
@@ -385,12 +385,6 @@ def search_complement(
 
 def _diagonal(xp: ModuleType, R: Any) -> Any:
     return np.diag(R) if xp is np else xp.linalg.diagonal(R)
-
-
-def _take(xp: ModuleType, W: Any, keep: NDArray[np.intp]) -> Any:
-    if xp is np:
-        return W[:, keep]
-    return xp.take(W, xp.asarray(keep, device=device(W)), axis=1)
 
 
 def check_residual(residuals: NDArray, bound: float, p: Pairs, norm: float, tol: float,

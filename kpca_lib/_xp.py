@@ -61,18 +61,6 @@ def random_block(rng: np.random.Generator, n: int, b: int, like: Any) -> Any:
     return from_host(rng.standard_normal((n, b)), like)
 
 
-def qr(xp: ModuleType, A: Any) -> tuple[Any, Any]:
-    """Reduced QR in any namespace."""
-    Q, R = xp.linalg.qr(A)
-    return Q, R
-
-
-def eigh(xp: ModuleType, A: Any) -> tuple[Any, Any]:
-    """Symmetric eigendecomposition (ascending) in any namespace."""
-    w, V = xp.linalg.eigh(A)
-    return w, V
-
-
 def hstack(xp: ModuleType, arrays: list[Any]) -> Any:
     """Columns side by side (``np.hstack`` for NumPy, ``xp.concat(axis=1)`` otherwise)."""
     return np.hstack(arrays) if xp is np else xp.concat(arrays, axis=1)

@@ -44,6 +44,15 @@ def _write(folder: Path, name: str, nb) -> Path:
     return path
 
 
+def _grade(folder: Path, files: list[Path], **limits) -> dict:
+    """Grade ``files`` on two workers (30 s a cell) into ``folder/out``: rows by submission."""
+    rows = grade_batch(
+        assignment=ASSIGNMENT, submissions=files, out=folder / "out",
+        solutions=ROOT / "solutions", timeout=30, jobs=2, **limits,
+    )  # fmt: skip
+    return {r.submission: r for r in rows}
+
+
 def _honest(folder: Path) -> list[Path]:
     return [_write(folder, "honest_full", student_copy()), _write(folder, "honest_blank", blank())]
 
@@ -85,19 +94,7 @@ def test_a_whole_notebook_is_bounded_and_its_neighbours_are_graded(tmp_path):
         _write(tmp_path, "slow", slow),
         _write(tmp_path, "many", _hundred_thousand_cells()),
     ]
-    rows = {
-        r.submission: r
-        for r in grade_batch(
-            assignment=ASSIGNMENT,
-            submissions=files,
-            out=tmp_path / "out",
-            solutions=ROOT / "solutions",
-            timeout=30,
-            notebook_timeout=90,
-            jobs=2,
-            memory_mb=2048,
-        )
-    }
+    rows = _grade(tmp_path, files, notebook_timeout=90, memory_mb=2048)
     _check_honest(rows)
     many = rows["many"]
     assert many.status == "invalid" and "cells, more than the" in " ".join(many.messages), (
@@ -166,18 +163,7 @@ def test_kernel_memory_is_bounded_without_a_memory_cgroup(tmp_path, monkeypatch)
     hog = student_copy()
     cell(hog, "q2-answer").source = SOCKET_HOG
     files = [*_honest(tmp_path), _write(tmp_path, "socket_hog", hog)]
-    rows = {
-        r.submission: r
-        for r in grade_batch(
-            assignment=ASSIGNMENT,
-            submissions=files,
-            out=tmp_path / "out",
-            solutions=ROOT / "solutions",
-            timeout=30,
-            jobs=2,
-            memory_mb=768,
-        )
-    }
+    rows = _grade(tmp_path, files, memory_mb=768)
     _check_honest(rows)
     h = rows["socket_hog"]
     text = " ".join(h.messages)

@@ -55,6 +55,29 @@ def flock_struct(kind):
     return struct.pack("hhqqi4x", kind, 0, 0, 0, 0)
 """
 
+
+def _record_lock(set_lock: str, get_lock: str) -> tuple[str, str]:
+    """A record lock's pair: the first takes a read lock with ``fcntl.<set_lock>``; the second
+    asks ``fcntl.<get_lock>`` whether a write lock would conflict (POSIX and OFD locks)."""
+    first = f"""
+fd = os.open(SHARED, os.O_RDONLY)
+try:
+    fcntl.fcntl(fd, fcntl.{set_lock}, flock_struct(fcntl.F_RDLCK))
+except OSError as e:
+    say({{"first": err(e.errno)}})
+hold()
+"""
+    second = f"""
+fd = os.open(SHARED, os.O_RDONLY)
+try:
+    out = fcntl.fcntl(fd, fcntl.{get_lock}, flock_struct(fcntl.F_WRLCK))
+    say({{"seen": struct.unpack("hhqqi4x", out)[0] != fcntl.F_UNLCK, "got": "answered"}})
+except OSError as e:
+    say({{"seen": False, "got": err(e.errno)}})
+"""
+    return first, second
+
+
 #: channel -> (first: makes its mark, then ``hold()``; second: looks and ``say``\s what it saw).
 #: What the second says: ``{"seen": bool, ...}``.
 CHANNELS: dict[str, tuple[str, str]] = {
@@ -76,42 +99,8 @@ except OSError as e:
     say({"seen": e.errno in (errno.EWOULDBLOCK, errno.EAGAIN), "got": err(e.errno)})
 """,
     ),
-    "posix_lock": (
-        r"""
-fd = os.open(SHARED, os.O_RDONLY)
-try:
-    fcntl.fcntl(fd, fcntl.F_SETLK, flock_struct(fcntl.F_RDLCK))
-except OSError as e:
-    say({"first": err(e.errno)})
-hold()
-""",
-        r"""
-fd = os.open(SHARED, os.O_RDONLY)
-try:
-    out = fcntl.fcntl(fd, fcntl.F_GETLK, flock_struct(fcntl.F_WRLCK))
-    say({"seen": struct.unpack("hhqqi4x", out)[0] != fcntl.F_UNLCK, "got": "answered"})
-except OSError as e:
-    say({"seen": False, "got": err(e.errno)})
-""",
-    ),
-    "ofd_lock": (
-        r"""
-fd = os.open(SHARED, os.O_RDONLY)
-try:
-    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, flock_struct(fcntl.F_RDLCK))
-except OSError as e:
-    say({"first": err(e.errno)})
-hold()
-""",
-        r"""
-fd = os.open(SHARED, os.O_RDONLY)
-try:
-    out = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, flock_struct(fcntl.F_WRLCK))
-    say({"seen": struct.unpack("hhqqi4x", out)[0] != fcntl.F_UNLCK, "got": "answered"})
-except OSError as e:
-    say({"seen": False, "got": err(e.errno)})
-""",
-    ),
+    "posix_lock": _record_lock("F_SETLK", "F_GETLK"),
+    "ofd_lock": _record_lock("F_OFD_SETLK", "F_OFD_GETLK"),
     # The watcher goes first (its watch must exist before the other sandbox opens the file).
     "inotify": (
         r"""
